@@ -1,0 +1,63 @@
+"""The `chaos` command. Sub-commands live in chaos/commands/<area>.py, each with register(app)."""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import typer
+
+from chaos.errors import ChaosError
+
+app = typer.Typer(
+    name="chaos",
+    help="Chaos and resilience harness for LLM inference services.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _register_all() -> None:
+    import chaos.commands as pkg
+
+    for mod in sorted(m.name for m in pkgutil.iter_modules(pkg.__path__)):
+        module = importlib.import_module(f"chaos.commands.{mod}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(app)
+
+
+def fail(message: str, code: int = 2) -> "typer.Exit":
+    """Print one error line to stderr and return the Exit to raise."""
+    typer.echo(f"chaos: error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: every ChaosError becomes one line on stderr and exit code 2."""
+    _register_all()
+    try:
+        app(args=argv if argv is not None else sys.argv[1:], standalone_mode=False)
+    except ChaosError as e:
+        typer.echo(f"chaos: error: {e}", err=True)
+        return 2
+    except typer.Exit as e:
+        return e.exit_code
+    except KeyboardInterrupt:
+        typer.echo("chaos: interrupted", err=True)
+        return 130
+    except Exception as e:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            return e.exit_code
+        if isinstance(e, click.exceptions.Abort):
+            return 130
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

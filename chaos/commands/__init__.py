@@ -1,0 +1,1 @@
+"""CLI sub-commands; each module here has `register(app: typer.Typer) -> None`."""

@@ -1,0 +1,23 @@
+"""Environments: the pydantic model and the loader for environments/*.yaml."""
+from chaos.env.loader import available, environments_dir, expand_vars, load, parse, resolve_path
+from chaos.env.model import (
+    BreakerPolicy,
+    Endpoints,
+    GatewayConfig,
+    Environment,
+    LatencySLA,
+    LoadProfile,
+    RetryPolicy,
+    Safety,
+    SimulatorOptions,
+    SLAs,
+    Target,
+    ToxiproxyConfig,
+    ToxiproxyProxy,
+)
+
+__all__ = [
+    "BreakerPolicy", "Endpoints", "Environment", "GatewayConfig", "LatencySLA", "LoadProfile", "RetryPolicy", "Safety",
+    "SimulatorOptions", "SLAs", "Target", "ToxiproxyConfig", "ToxiproxyProxy",
+    "available", "environments_dir", "expand_vars", "load", "parse", "resolve_path",
+]

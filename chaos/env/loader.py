@@ -1,0 +1,121 @@
+"""Find, read, expand and validate environment files; every failure is one ConfigError line."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+from pydantic import ValidationError
+
+from chaos.errors import ConfigError
+from chaos.env.model import Environment
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def environments_dir() -> Path:
+    """The environments/ folder: $CHAOS_ENV_DIR, else the nearest one above the working dir."""
+    if os.environ.get("CHAOS_ENV_DIR"):
+        return Path(os.environ["CHAOS_ENV_DIR"])
+    here = Path.cwd().resolve()
+    for d in (here, *here.parents):
+        if (d / "environments").is_dir():
+            return d / "environments"
+    return here / "environments"
+
+
+def available(env_dir: Path | None = None) -> list[str]:
+    """Names of the environments found in env_dir."""
+    d = env_dir or environments_dir()
+    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+
+
+def resolve_path(name_or_path: str, env_dir: Path | None = None) -> Path:
+    """Turn a name from environments/ or a path to a YAML file into a path."""
+    if not name_or_path or not name_or_path.strip():
+        raise ConfigError("--env: expected an environment name or a path to a YAML file, got ''")
+    looks_like_path = os.sep in name_or_path or name_or_path.endswith((".yaml", ".yml"))
+    if looks_like_path:
+        p = Path(name_or_path)
+        if not p.exists():
+            raise ConfigError(f"{p}: environment file not found")
+        return p
+    d = env_dir or environments_dir()
+    p = d / f"{name_or_path}.yaml"
+    if not p.exists():
+        names = ", ".join(available(d)) or f"none in {d}"
+        raise ConfigError(f"--env {name_or_path}: unknown environment (available: {names})")
+    return p
+
+
+def expand_vars(value: Any, environ: Mapping[str, str], where: str = "") -> Any:
+    """Replace ${VAR} and ${VAR:-default} in every string, recursively."""
+    if isinstance(value, str):
+        def sub(m: re.Match[str]) -> str:
+            name, default = m.group(1), m.group(2)
+            if name in environ:
+                return environ[name]
+            if default is not None:
+                return default
+            raise ConfigError(f"{where or 'value'}: environment variable ${{{name}}} is not set")
+        return _VAR.sub(sub, value)
+    if isinstance(value, dict):
+        return {k: expand_vars(v, environ, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_vars(v, environ, f"{where}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def _format_validation(path: Path, err: ValidationError) -> str:
+    e = err.errors()[0]
+    loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+    found = e.get("input")
+    found_s = repr(found) if not isinstance(found, dict) else "a mapping"
+    if len(found_s) > 60:
+        found_s = found_s[:57] + "..."
+    more = f" (+{len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
+    msg = e["msg"]
+    if e["type"] == "missing":
+        return f"{path}: {loc}: required field is missing{more}"
+    if e["type"] == "extra_forbidden":
+        return f"{path}: {loc}: unknown field{more}"
+    return f"{path}: {loc}: {msg}; found {found_s}{more}"
+
+
+def parse(text: str, source: str | Path, environ: Mapping[str, str] | None = None) -> Environment:
+    """Parse YAML text into an Environment; errors name `source`."""
+    path = Path(source)
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = f":{mark.line + 1}" if mark else ""
+        problem = (e.problem or e.context or "syntax error").strip()
+        raise ConfigError(f"{path}{line}: YAML syntax error: {problem}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: YAML error: {str(e).splitlines()[0]}") from None
+    if raw is None:
+        raise ConfigError(f"{path}: file is empty; expected a mapping with at least 'name' and 'endpoints'")
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, found {type(raw).__name__}")
+    raw = expand_vars(raw, os.environ if environ is None else environ)
+    raw.setdefault("name", path.stem)
+    try:
+        return Environment.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(_format_validation(path, e)) from None
+    except (TypeError, ValueError) as e:  # a validator hit something odd, e.g. unhashable keys
+        raise ConfigError(f"{path}: invalid value: {str(e).splitlines()[0]}") from None
+
+
+def load(name_or_path: str, env_dir: Path | None = None, environ: Mapping[str, str] | None = None) -> Environment:
+    """Load and validate an environment by name or path."""
+    p = resolve_path(name_or_path, env_dir)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        reason = getattr(e, "strerror", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{p}: cannot read environment file: {reason}") from None
+    return parse(text, p, environ)

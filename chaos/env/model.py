@@ -1,0 +1,223 @@
+"""The Environment: what to hurt, how to reach it, and what counts as healthy."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class Endpoints(_Strict):
+    """Where clients send requests (usually through Toxiproxy) and where the admin APIs live."""
+
+    api: str = Field(description="base URL clients call, e.g. http://127.0.0.1:18000")
+    gateway_admin: str | None = None
+    model: str = "sim-model"
+    api_key: str | None = None
+
+
+class ToxiproxyProxy(_Strict):
+    """One Toxiproxy proxy: listen address -> upstream address."""
+
+    name: str
+    listen: str
+    upstream: str
+
+
+class ToxiproxyConfig(_Strict):
+    """The Toxiproxy API and the proxies the harness owns."""
+
+    api: str = "http://127.0.0.1:8474"
+    proxies: list[ToxiproxyProxy] = []
+
+
+class SimulatorOptions(_Strict):
+    """Flags for an embedded simulator replica (`chaos sim`)."""
+
+    profile: Literal["a100-80g", "h200", "instant"] = "instant"
+    max_num_seqs: int = Field(256, ge=1)
+    startup_delay_s: float = Field(0.0, ge=0)
+    collective_timeout_s: float = Field(300.0, gt=0)
+    time_scale: float = Field(1.0, gt=0)
+    extra_args: list[str] = []
+
+
+class Target(_Strict):
+    """A serving replica the harness may hurt."""
+
+    name: str
+    kind: Literal["process", "docker"]
+    host: str = "127.0.0.1"
+    port: int = Field(ge=1, le=65535)
+    pool: Literal["stable", "canary"] = "stable"
+    tp_size: int = Field(1, ge=1, le=64)
+    rank_ports: list[int] = Field([], description="ports the TP rank workers listen on (tp_size - 1)")
+    serve_proxy: str | None = Field(None, description="toxiproxy proxy in front of the replica's API")
+    rank_proxies: list[str] = Field([], description="toxiproxy proxies the engine dials to reach each rank")
+    restart_policy: Literal["always", "on-failure", "no"] = "always"
+    restart_delay_s: float = Field(0.5, ge=0)
+    command: list[str] = []
+    simulator: SimulatorOptions | None = None
+    image: str | None = None
+    container_name: str | None = None
+    docker_host: str | None = None
+    gpus: int | Literal["all"] = 0
+    ipc_host: bool = False
+    shm_size: str | None = None
+    env: dict[str, str] = {}
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> "Target":
+        if self.kind == "docker" and not self.image:
+            raise ValueError("a docker target needs 'image'")
+        if self.kind == "process" and not (self.command or self.simulator):
+            raise ValueError("a process target needs 'command' or 'simulator'")
+        return self
+
+
+class GatewayConfig(_Strict):
+    """The embedded reference gateway (`chaos gateway`) in front of the replicas."""
+
+    listen: str = "127.0.0.1:18100"
+    admin_token: str | None = None
+
+
+class LatencySLA(_Strict):
+    """Latency limits for one prompt class (seconds)."""
+
+    ttft_p99_s: float = Field(gt=0)
+    e2e_p99_s: float = Field(gt=0)
+    tpot_p99_s: float | None = Field(None, gt=0)
+
+
+class SLAs(_Strict):
+    """What 'recovered' and 'healthy' mean for this environment."""
+
+    recovery_s: float = Field(60.0, gt=0, description="fault end -> first real completion")
+    steady_state_s: float = Field(120.0, gt=0, description="fault end -> error rate and P99 back in bounds")
+    cold_start_s: float = Field(300.0, gt=0, description="new replica start -> serving")
+    error_budget: float = Field(0.01, ge=0, le=1, description="error rate allowed outside fault windows")
+    latency: dict[str, LatencySLA] = {}
+    degraded_latency_factor: float = Field(3.0, ge=1, description="P99 may grow this much under network faults")
+    max_retry_amplification: float = Field(3.0, ge=1)
+    gpu_memory_release_s: float = Field(10.0, gt=0)
+
+
+class RetryPolicy(_Strict):
+    """Client retry rules the harness enforces and its reference client follows."""
+
+    min_interval_s: float = Field(0.5, ge=0.5, description="no retry sooner than this (seed: 500 ms)")
+    multiplier: float = Field(2.0, gt=1.0)
+    max_interval_s: float = Field(8.0, gt=0)
+    max_attempts: int = Field(5, ge=1)
+    jitter: float = Field(0.2, ge=0, le=1, description="fraction of each wait drawn at random")
+    deadline_s: float = Field(60.0, gt=0)
+    retry_statuses: list[int] = [429, 500, 502, 503, 504]
+
+    @model_validator(mode="after")
+    def _cap(self) -> "RetryPolicy":
+        if self.max_interval_s < self.min_interval_s:
+            raise ValueError("max_interval_s must be >= min_interval_s")
+        return self
+
+
+class BreakerPolicy(_Strict):
+    """The two-tier breaker and anomaly rules (seed requirements)."""
+
+    degrade_error_rate: float = Field(0.01, gt=0, le=1)
+    degrade_latency_s: float = Field(2.0, gt=0)
+    rollback_error_rate: float = Field(0.03, gt=0, le=1)
+    oom_burst_count: int = Field(3, ge=1)
+    oom_burst_window_s: float = Field(10.0, gt=0)
+    leak_rate_per_hour: float = Field(0.05, gt=0)
+    leak_window_s: float = Field(3600.0, gt=0)
+    window_s: float = Field(10.0, gt=0)
+    min_calls: int = Field(50, ge=1)
+    open_wait_s: float = Field(5.0, ge=0)
+    half_open_calls: int = Field(5, ge=1)
+    reaction_allowance_s: float = Field(2.0, ge=0)
+    canary_weight: float = Field(0.1, ge=0, le=1)
+    pool_header: str = "x-served-by"
+    state_metric: str | None = "chaos_gateway_pool_state"
+    hmac_key_env: str | None = None
+    normalize_unicode: bool = True
+
+    @model_validator(mode="after")
+    def _tiers(self) -> "BreakerPolicy":
+        if self.rollback_error_rate < self.degrade_error_rate:
+            raise ValueError("rollback_error_rate must be >= degrade_error_rate")
+        return self
+
+
+class LoadProfile(_Strict):
+    """Default load for suites: shape, users and prompt-class mix."""
+
+    shape: Literal["users", "rate", "ramp", "step"] = "users"
+    users: int = Field(8, ge=1)
+    rate_per_s: float = Field(10.0, gt=0)
+    duration_s: float = Field(30.0, gt=0)
+    mix: dict[str, float] = {"short": 7, "long": 2, "xl": 1}
+    max_tokens: int = Field(32, ge=1)
+    stream: bool = True
+
+
+class AbortThresholds(_Strict):
+    """Stop injecting when the system is hurt more than a game day may hurt it."""
+
+    error_rate: float = Field(0.5, gt=0, le=1)
+    max_fault_duration_s: float = Field(600.0, gt=0)
+
+
+class Safety(_Strict):
+    """What the harness may do to this environment."""
+
+    protected: bool = False
+    abort: AbortThresholds = AbortThresholds()
+
+
+class Environment(_Strict):
+    """A validated environment file."""
+
+    name: str
+    description: str = ""
+    embedded: Literal["none", "process", "docker"] = "none"
+    time_scale: float = Field(1.0, gt=0, description="suites multiply their durations by this")
+    state_dir: str = ".state"
+    endpoints: Endpoints
+    toxiproxy: ToxiproxyConfig | None = None
+    gateway: GatewayConfig | None = None
+    targets: list[Target] = []
+    slas: SLAs = SLAs()
+    retry: RetryPolicy = RetryPolicy()
+    breaker: BreakerPolicy = BreakerPolicy()
+    load: LoadProfile = LoadProfile()
+    safety: Safety = Safety()
+    client_commands: dict[str, str] = {}
+    baseline_file: str | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Environment":
+        names = [t.name for t in self.targets]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"target names must be unique, repeated: {sorted(dup)}")
+        proxies = {p.name for p in (self.toxiproxy.proxies if self.toxiproxy else [])}
+        for t in self.targets:
+            for ref in [t.serve_proxy, *t.rank_proxies]:
+                if ref and ref not in proxies:
+                    raise ValueError(f"target {t.name!r} names toxiproxy proxy {ref!r}, which is not defined")
+            if t.rank_ports and len(t.rank_ports) != t.tp_size - 1:
+                raise ValueError(f"target {t.name!r}: rank_ports needs tp_size - 1 = {t.tp_size - 1} entries")
+        return self
+
+    def target(self, name: str) -> Target:
+        for t in self.targets:
+            if t.name == name:
+                return t
+        from chaos.errors import ConfigError
+
+        known = ", ".join(t.name for t in self.targets) or "none"
+        raise ConfigError(f"environment {self.name!r} has no target {name!r} (targets: {known})")

@@ -1,0 +1,94 @@
+"""Per-request records: the raw material every verdict is computed from.
+
+Clocks: `t_send` is wall-clock epoch seconds (time.time()) so records from several processes and
+the simulator's request log line up on one timeline; every duration (ttft, gaps, e2e) is measured
+with time.perf_counter() from just before the request was sent.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from chaos.errors import LoadError
+
+# error classes (None = success)
+ERROR_CLASSES = (
+    "http",          # non-2xx status; `status` holds it
+    "reset",         # connection reset / refused / closed before a response
+    "timeout",       # no response or no next chunk within the client's timeout
+    "stream_cut",    # stream ended without `data: [DONE]`
+    "error_chunk",   # `data: {"error": ...}` inside a 200 stream
+    "wrong_model",   # answered, but by another model than the one asked for
+    "other",
+)
+
+
+@dataclass
+class RequestRecord:
+    """One attempt of one logical request, as the client saw it."""
+
+    request_id: str                 # logical request id, kept across retries
+    attempt: int                    # 1 for the first try
+    t_send: float                   # epoch seconds, just before sending
+    ttft: float | None = None       # seconds to the first non-empty content event
+    e2e: float | None = None        # seconds to [DONE] (stream) or last byte
+    tpot: float | None = None       # (e2e - ttft) / (output_tokens - 1)
+    gaps: list[float] = field(default_factory=list)  # raw inter-token gaps, seconds
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    status: int | None = None       # HTTP status, None when no response
+    error: str | None = None        # one of ERROR_CLASSES, None on success
+    error_detail: str | None = None
+    model_asked: str | None = None
+    model_answered: str | None = None
+    served_by: str | None = None    # x-served-by style header, when present
+    prompt_class: str | None = None
+    final: bool = True              # False when the client will retry this logical request
+    outcome: str | None = None      # on final records: succeeded | failed | rejected
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def t_end(self) -> float:
+        return self.t_send + (self.e2e or 0.0)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RequestRecord":
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def write_records(path: str | Path, records: Iterable[RequestRecord]) -> int:
+    """Append records as JSONL; returns how many were written."""
+    n = 0
+    with open(path, "a", encoding="utf-8") as f:
+        for r in records:
+            f.write(r.to_json() + "\n")
+            n += 1
+    return n
+
+
+def iter_records(path: str | Path) -> Iterator[RequestRecord]:
+    """Read a JSONL record file; a malformed line is a LoadError naming file and line."""
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield RequestRecord.from_dict(json.loads(line))
+            except (ValueError, TypeError) as e:
+                raise LoadError(f"{path}:{i}: bad request record: {e}") from None
+
+
+def read_records(*paths: str | Path) -> list[RequestRecord]:
+    """All records of several files, sorted by send time."""
+    out = [r for p in paths if Path(p).exists() for r in iter_records(p)]
+    out.sort(key=lambda r: r.t_send)
+    return out
