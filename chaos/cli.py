@@ -7,6 +7,11 @@ import sys
 
 import typer
 
+try:  # typer >= 0.20 vendors click
+    from typer._click import exceptions as _click_exc  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover
+    from click import exceptions as _click_exc  # type: ignore[no-redef]
+
 from chaos.errors import ChaosError
 
 app = typer.Typer(
@@ -47,15 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         typer.echo("chaos: interrupted", err=True)
         return 130
-    except Exception as e:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            return e.exit_code
-        if isinstance(e, click.exceptions.Abort):
-            return 130
-        raise
+    except _click_exc.ClickException as e:  # usage errors arrive here in non-standalone mode
+        e.show()
+        return 2 if isinstance(e, _click_exc.UsageError) else e.exit_code
+    except _click_exc.Abort:
+        return 130
     return 0
 
 

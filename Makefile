@@ -1,0 +1,60 @@
+# llm-chaos: `make test` (the harness's own tests) and `make gameday` (the suites, then the report).
+# Both set everything up themselves and are cheap to re-run: each step is skipped when its
+# inputs did not change.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PYTEST := $(VENV)/bin/pytest
+ENV ?= local
+RESULTS ?= reports/allure-results
+REPORT ?= reports/allure-report
+PYTEST_ARGS ?=
+export PATH := $(CURDIR)/.tools/bin:$(PATH)
+
+.PHONY: setup venv tools toxiproxy allure image test gameday report bench clean cleanup
+
+setup: venv tools
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -q --upgrade pip >/dev/null
+	$(PY) -m pip install -q -e '.[test]'
+	@touch $@
+
+tools: toxiproxy allure
+
+toxiproxy:
+	@scripts/install-toxiproxy.sh
+
+allure: .tools/allure/.installed
+.tools/allure/.installed:
+	@command -v npm >/dev/null || { echo "npm not found: the Allure HTML report needs Node.js and npm" >&2; exit 1; }
+	@mkdir -p .tools/allure
+	npm install --silent --no-audit --no-fund --prefix .tools/allure allure@3
+	@touch $@
+
+# The simulator image, built offline from a locally made base (skipped without a Docker engine).
+image: venv
+	@if docker info >/dev/null 2>&1; then scripts/build-image.sh; else echo "image: no Docker engine, skipped"; fi
+
+test: setup image
+	$(PYTEST) tests/ $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && { echo "no tests collected"; exit 1; }; exit $$rc
+
+gameday: setup
+	@rm -rf $(RESULTS)
+	$(PYTEST) suites/ --env $(ENV) --alluredir $(RESULTS) $(PYTEST_ARGS); rc=$$?; \
+	  $(MAKE) --no-print-directory report; exit $$rc
+
+report: allure
+	@scripts/report.sh $(RESULTS) $(REPORT)
+
+bench: setup
+	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+cleanup: venv
+	$(VENV)/bin/chaos cleanup --env $(ENV)
+
+clean:
+	rm -rf reports .state

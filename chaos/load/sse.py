@@ -1,0 +1,94 @@
+"""Turn an OpenAI-style SSE stream, line by line, into the timing fields of a RequestRecord.
+
+TTFT counts only an event whose first choice carries non-empty text (`text` for completions,
+`delta.content` for chat): vLLM's chat stream opens with an empty role chunk, which is ignored.
+"""
+from __future__ import annotations
+
+import json
+
+from chaos.load.records import RequestRecord
+
+_DATA = b"data:"
+_DONE = b"[DONE]"
+
+
+class StreamMeter:
+    """Feeds SSE lines with their arrival times (perf_counter seconds) and fills a record."""
+
+    __slots__ = ("t0", "first", "last", "gaps", "events", "done", "error", "model", "usage_out",
+                 "usage_prompt", "finish_reason", "bad_json")
+
+    def __init__(self, t0: float) -> None:
+        self.t0 = t0
+        self.first: float | None = None
+        self.last: float | None = None
+        self.gaps: list[float] = []
+        self.events = 0
+        self.done = False
+        self.error: str | None = None
+        self.model: str | None = None
+        self.usage_out: int | None = None
+        self.usage_prompt: int | None = None
+        self.finish_reason: str | None = None
+        self.bad_json = 0
+
+    def feed(self, line: bytes, now: float) -> bool:
+        """Consume one line; returns True once `data: [DONE]` was seen."""
+        if not line.startswith(_DATA):
+            return False
+        payload = line[5:].strip()
+        if payload == _DONE:
+            self.done = True
+            return True
+        if not payload:
+            return False
+        try:
+            chunk = json.loads(payload)
+        except ValueError:
+            self.bad_json += 1
+            return False
+        if not isinstance(chunk, dict):
+            return False
+        if "error" in chunk:
+            err = chunk["error"]
+            self.error = json.dumps(err)[:300] if not isinstance(err, str) else err[:300]
+            return False
+        if self.model is None:
+            self.model = chunk.get("model")
+        usage = chunk.get("usage")
+        if usage:
+            self.usage_out = usage.get("completion_tokens")
+            self.usage_prompt = usage.get("prompt_tokens")
+        choices = chunk.get("choices")
+        if not choices:
+            return False
+        choice = choices[0]
+        text = choice.get("text")
+        if text is None:
+            delta = choice.get("delta") or {}
+            text = delta.get("content")
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+        if text:
+            if self.first is None:
+                self.first = now
+            else:
+                self.gaps.append(now - self.last)  # type: ignore[operator]
+            self.last = now
+            self.events += 1
+        return False
+
+    def fill(self, rec: RequestRecord, t_end: float) -> None:
+        """Copy timing and token fields into `rec`; `t_end` is perf_counter at [DONE] or cut."""
+        rec.e2e = t_end - self.t0
+        if self.first is not None:
+            rec.ttft = self.first - self.t0
+        rec.gaps = self.gaps
+        rec.output_tokens = self.usage_out if self.usage_out is not None else self.events
+        if self.usage_prompt is not None:
+            rec.prompt_tokens = self.usage_prompt
+        rec.model_answered = self.model
+        n = rec.output_tokens or 0
+        if rec.ttft is not None and n > 1:
+            rec.tpot = (rec.e2e - rec.ttft) / (n - 1)

@@ -1,0 +1,134 @@
+"""pytest plugin: `--env` and friends, markers, the loaded Environment in config.stash, safety.
+
+Settings resolve marker -> CLI -> environment variable -> ini, like pytest-timeout and xdist.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+import pytest
+
+from chaos.env import Environment, load as load_env
+from chaos.errors import ChaosError
+
+ENV_KEY = pytest.StashKey[Environment]()
+ENV_NAME_KEY = pytest.StashKey[str]()
+
+MARKERS = {
+    "destructive": "hurts the target (restart, kill, freeze); refused on protected environments",
+    "docker": "needs a Docker engine",
+    "gpu": "needs an NVIDIA GPU with NVML",
+    "slow": "takes more than about ten seconds",
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("chaos", "llm-chaos resilience harness")
+    group.addoption("--env", dest="chaos_env", default=None,
+                    help="environment name from environments/ or a path to a YAML file "
+                         "(default: $CHAOS_ENV, ini chaos_env, else 'local')")
+    group.addoption("--allow-destructive", dest="chaos_allow_destructive", action="store_true", default=None,
+                    help="allow destructive tests against an environment marked protected: true")
+    group.addoption("--chaos-no-cleanup", dest="chaos_no_cleanup", action="store_true", default=None,
+                    help="do not revert leftover faults from the ledger at session start and end")
+    parser.addini("chaos_env", "default environment name or path", default="local")
+    parser.addini("chaos_allow_destructive", "allow destructive tests on protected environments",
+                  type="bool", default=False)
+    parser.addini("chaos_no_cleanup", "skip ledger cleanup at session start and end", type="bool", default=False)
+
+
+def _setting(config: pytest.Config, name: str, env_var: str) -> object:
+    cli = config.getoption(name)
+    if cli is not None:
+        return cli
+    if os.environ.get(env_var):
+        value = os.environ[env_var]
+        return value if name == "chaos_env" else value.lower() in ("1", "true", "yes")
+    return config.getini(name)
+
+
+def env_name(config: pytest.Config) -> str:
+    """The environment name or path this session runs against."""
+    return str(_setting(config, "chaos_env", "CHAOS_ENV"))
+
+
+def allow_destructive(config: pytest.Config) -> bool:
+    return bool(_setting(config, "chaos_allow_destructive", "CHAOS_ALLOW_DESTRUCTIVE"))
+
+
+def get_env(config: pytest.Config) -> Environment:
+    """The loaded Environment; loaded once per session, errors as one clear line."""
+    if ENV_KEY not in config.stash:
+        try:
+            config.stash[ENV_KEY] = load_env(env_name(config))
+        except ChaosError as e:
+            raise pytest.UsageError(str(e)) from None
+    return config.stash[ENV_KEY]
+
+
+def _explicit_env(config: pytest.Config) -> bool:
+    return config.getoption("chaos_env") is not None or bool(os.environ.get("CHAOS_ENV"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, doc in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {doc}")
+    config.stash[ENV_NAME_KEY] = env_name(config)
+    if _explicit_env(config):
+        get_env(config)  # fail fast on a bad --env before collecting anything
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if ENV_KEY in config.stash:
+        env = config.stash[ENV_KEY]
+        prot = " (protected)" if env.safety.protected else ""
+        return f"llm-chaos: env {env.name}{prot}, api {env.endpoints.api}"
+    return None
+
+
+def _cleanup(config: pytest.Config, when: str) -> None:
+    if ENV_KEY not in config.stash or _setting(config, "chaos_no_cleanup", "CHAOS_NO_CLEANUP"):
+        return
+    try:
+        from chaos.faults.ledger import cleanup
+    except ImportError:
+        return
+    undone = cleanup(config.stash[ENV_KEY])
+    if undone:
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            tr.write_line(f"llm-chaos: {when}: reverted {len(undone)} leftover fault(s): " + "; ".join(undone))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _cleanup(session.config, "session start")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _cleanup(session.config, "session end")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    destructive = [i for i in items if i.get_closest_marker("destructive")]
+    if not destructive or allow_destructive(config):
+        return
+    env = get_env(config) if _explicit_env(config) or ENV_KEY in config.stash else None
+    if env is None or not env.safety.protected:
+        return
+    reason = (f"refused: destructive test against protected environment {env.name!r} "
+              f"(pass --allow-destructive to run it)")
+    for item in destructive:
+        item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="session")
+def chaos_env(pytestconfig: pytest.Config) -> Environment:
+    """The Environment this session runs against (--env)."""
+    return get_env(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def chaos_allow_destructive(pytestconfig: pytest.Config) -> Iterator[bool]:
+    """Whether destructive faults may touch a protected environment in this session."""
+    yield allow_destructive(pytestconfig)

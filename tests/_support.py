@@ -1,0 +1,89 @@
+"""Shared helpers for the harness's own tests: skip-or-fail on missing components, free ports."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def toxiproxy_binary() -> str | None:
+    """Path of a toxiproxy-server binary: $PATH first, then <repo>/.tools/bin."""
+    for name in ("toxiproxy-server",):
+        found = shutil.which(name)
+        if found:
+            return found
+    local = REPO / ".tools" / "bin" / "toxiproxy-server"
+    return str(local) if local.is_file() and os.access(local, os.X_OK) else None
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _docker_reason() -> str | None:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=10)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except Exception as e:  # any failure means "no usable engine"
+        return f"docker engine not reachable: {type(e).__name__}: {e}"
+    return None
+
+
+def _image_reason(image: str) -> str | None:
+    reason = _docker_reason()
+    if reason:
+        return reason
+    import docker
+
+    client = docker.from_env(timeout=10)
+    try:
+        client.images.get(image)
+    except Exception:
+        return f"docker image {image} not built (run scripts/build-image.sh)"
+    finally:
+        client.close()
+    return None
+
+
+_CHECKS = {
+    "docker": _docker_reason,
+    "toxiproxy": lambda: None if toxiproxy_binary() else "toxiproxy-server not in $PATH nor .tools/bin",
+}
+
+
+def _required() -> set[str]:
+    return {c.strip() for c in os.environ.get("CHAOS_REQUIRE", "").split(",") if c.strip()}
+
+
+def require(component: str) -> None:
+    """Return if `component` is usable; else skip, or fail when CHAOS_REQUIRE names it.
+
+    Components: "docker", "toxiproxy", or "image:<name>" (a built docker image; CHAOS_REQUIRE
+    matches it as "image" or the full "image:<name>").
+    """
+    if component.startswith("image:"):
+        reason = _image_reason(component.split(":", 1)[1])
+        keys = {component, "image", "docker"}
+    elif component in _CHECKS:
+        reason = _CHECKS[component]()
+        keys = {component}
+    else:
+        raise ValueError(f"require(): unknown component {component!r}; known: {sorted(_CHECKS)} or image:<name>")
+    if reason is None:
+        return
+    if keys & _required():
+        pytest.fail(f"{component} required by CHAOS_REQUIRE but unavailable: {reason}")
+    pytest.skip(reason)
