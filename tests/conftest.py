@@ -1,0 +1,2 @@
+"""Shared set-up for the harness's own tests."""
+pytest_plugins = ["pytester"]

@@ -1,0 +1,140 @@
+"""The environment loader: good files load, every kind of bad file is one clear line."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from chaos.env import available, load, parse
+from chaos.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+ENV_DIR = REPO / "environments"
+
+MINIMAL = "name: t\nendpoints: {api: 'http://127.0.0.1:1'}\n"
+
+
+def one_line(e: pytest.ExceptionInfo[ConfigError]) -> str:
+    msg = str(e.value)
+    assert "\n" not in msg and "Traceback" not in msg
+    return msg
+
+
+@pytest.mark.parametrize("name", ["local", "ci", "local-docker"])
+def test_shipped_environments_load(name: str) -> None:
+    env = load(name, ENV_DIR)
+    assert env.name == name
+    assert env.retry.min_interval_s >= 0.5
+    assert env.breaker.degrade_error_rate == 0.01 and env.breaker.rollback_error_rate == 0.03
+
+
+def test_staging_example_needs_its_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STAGING_API_KEY", raising=False)
+    with pytest.raises(ConfigError) as e:
+        load("staging.example", ENV_DIR)
+    assert "${STAGING_API_KEY}" in one_line(e)
+    monkeypatch.setenv("STAGING_API_KEY", "k")
+    monkeypatch.setenv("HF_TOKEN", "h")
+    env = load("staging.example", ENV_DIR)
+    assert env.safety.protected and env.targets[0].gpus == "all" and env.targets[0].ipc_host
+    assert env.endpoints.api_key == "k"
+
+
+def test_unknown_name_lists_available() -> None:
+    with pytest.raises(ConfigError) as e:
+        load("nope", ENV_DIR)
+    msg = one_line(e)
+    assert "nope" in msg and "local" in msg and "ci" in msg
+    assert "local" in available(ENV_DIR)
+
+
+def test_missing_and_unreadable_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load(str(tmp_path / "x.yaml"))
+    bad = tmp_path / "bin.yaml"
+    bad.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ConfigError) as e:
+        load(str(bad))
+    assert str(bad) in one_line(e) and "cannot read" in str(e.value)
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path: Path) -> None:
+    f = tmp_path / "broken.yaml"
+    f.write_text("name: t\nendpoints:\n  api: [unclosed\n  model: x\n")
+    with pytest.raises(ConfigError) as e:
+        load(str(f))
+    msg = one_line(e)
+    assert f"{f}:" in msg and "YAML syntax error" in msg
+    line = int(msg.split(f"{f}:")[1].split(":")[0])
+    assert 3 <= line <= 5
+
+
+@pytest.mark.parametrize(
+    "text, expect",
+    [
+        ("name: t\n", "endpoints: required field is missing"),
+        (MINIMAL + "retry: {min_interval_s: 0.1}\n", "retry.min_interval_s"),
+        (MINIMAL + "retry: {min_interval_s: 'soon'}\n", "retry.min_interval_s"),
+        (MINIMAL + "breaker: {rollback_error_rate: 0.005}\n", "rollback_error_rate must be >="),
+        (MINIMAL + "targets: [{name: a, kind: vm, port: 1, command: [x]}]\n", "targets.0.kind"),
+        (MINIMAL + "targets: [{name: a, kind: docker, port: 1}]\n", "needs 'image'"),
+        (MINIMAL + "targets: [{name: a, kind: process, port: 99999, command: [x]}]\n", "targets.0.port"),
+        (MINIMAL + "bogus: 1\n", "bogus: unknown field"),
+        ("- a\n- b\n", "expected a mapping"),
+        ("", "file is empty"),
+    ],
+)
+def test_schema_errors_name_the_field(text: str, expect: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        parse(text, "env.yaml", environ={})
+    msg = one_line(e)
+    assert msg.startswith("env.yaml") and expect in msg
+
+
+def test_schema_error_says_what_was_found() -> None:
+    with pytest.raises(ConfigError) as e:
+        parse(MINIMAL + "retry: {max_attempts: -3}\n", "e.yaml", environ={})
+    assert "retry.max_attempts" in str(e.value) and "-3" in str(e.value)
+
+
+def test_var_expansion_and_default() -> None:
+    text = "name: t\nendpoints: {api: 'http://${HOST}:${PORT:-8000}', api_key: '${KEY}'}\n"
+    env = parse(text, "e.yaml", environ={"HOST": "127.0.0.1", "KEY": "s3cret"})
+    assert env.endpoints.api == "http://127.0.0.1:8000" and env.endpoints.api_key == "s3cret"
+    with pytest.raises(ConfigError) as e:
+        parse(text, "e.yaml", environ={"HOST": "h"})
+    assert "endpoints.api_key" in one_line(e) and "${KEY}" in str(e.value)
+
+
+def test_undefined_proxy_reference_is_an_error() -> None:
+    text = MINIMAL + "targets: [{name: a, kind: process, port: 1, command: [x], serve_proxy: nope}]\n"
+    with pytest.raises(ConfigError, match="proxy 'nope'"):
+        parse(text, "e.yaml", environ={})
+
+
+def test_unknown_target_lookup() -> None:
+    env = load("local", ENV_DIR)
+    assert env.target("replica-a").tp_size == 2
+    with pytest.raises(ConfigError, match="no target 'x'.*replica-a"):
+        env.target("x")
+
+
+yaml_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4),
+    max_leaves=20,
+)
+field_names = st.sampled_from(["name", "endpoints", "targets", "retry", "breaker", "slas", "load", "safety",
+                               "toxiproxy", "time_scale", "api", "kind", "port", "${X}"])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.dictionaries(field_names, yaml_values, max_size=6), yaml_values, st.text(max_size=200)))
+def test_fuzz_random_yaml_never_tracebacks(doc: object) -> None:
+    text = doc if isinstance(doc, str) else yaml.safe_dump(doc, allow_unicode=True)
+    try:
+        parse(text, "fuzz.yaml", environ={})
+    except ConfigError as e:
+        assert "\n" not in str(e) and str(e).startswith("fuzz.yaml")
