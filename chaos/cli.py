@@ -26,8 +26,8 @@ app = typer.Typer(
 def _register_all() -> None:
     import chaos.commands as pkg
 
-    for mod in sorted(m.name for m in pkgutil.iter_modules(pkg.__path__)):
-        module = importlib.import_module(f"chaos.commands.{mod}")
+    modules = [importlib.import_module(f"chaos.commands.{m.name}") for m in pkgutil.iter_modules(pkg.__path__)]
+    for module in sorted(modules, key=lambda m: m.__name__):
         register = getattr(module, "register", None)
         if register is not None:
             register(app)
@@ -43,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: every ChaosError becomes one line on stderr and exit code 2."""
     _register_all()
     try:
-        app(args=argv if argv is not None else sys.argv[1:], standalone_mode=False)
+        rc = app(args=argv if argv is not None else sys.argv[1:], standalone_mode=False)
+        if isinstance(rc, int):  # non-standalone click returns typer.Exit's code instead of raising
+            return rc
     except ChaosError as e:
         typer.echo(f"chaos: error: {e}", err=True)
         return 2

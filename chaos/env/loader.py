@@ -103,11 +103,13 @@ def parse(text: str, source: str | Path, environ: Mapping[str, str] | None = Non
     raw = expand_vars(raw, os.environ if environ is None else environ)
     raw.setdefault("name", path.stem)
     try:
-        return Environment.model_validate(raw)
+        env = Environment.model_validate(raw)
     except ValidationError as e:
         raise ConfigError(_format_validation(path, e)) from None
     except (TypeError, ValueError) as e:  # a validator hit something odd, e.g. unhashable keys
         raise ConfigError(f"{path}: invalid value: {str(e).splitlines()[0]}") from None
+    env._source = str(path.resolve()) if path.exists() else str(path)
+    return env
 
 
 def load(name_or_path: str, env_dir: Path | None = None, environ: Mapping[str, str] | None = None) -> Environment:

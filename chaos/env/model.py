@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 
 class _Strict(BaseModel):
@@ -197,6 +197,12 @@ class Environment(_Strict):
     safety: Safety = Safety()
     client_commands: dict[str, str] = {}
     baseline_file: str | None = None
+    _source: str | None = PrivateAttr(None)
+
+    @property
+    def source(self) -> str:
+        """The file this environment was loaded from (or its name), to hand to child processes."""
+        return self._source or self.name
 
     @model_validator(mode="after")
     def _consistent(self) -> "Environment":

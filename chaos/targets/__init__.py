@@ -1,1 +1,71 @@
-"""targets"""
+"""Targets: the replicas the harness hurts (local process trees, Docker containers)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from chaos.targets.base import Target
+
+if TYPE_CHECKING:
+    from chaos.env import Environment
+    from chaos.env import Target as TargetConfig
+
+__all__ = ["Target", "make_target", "sim_args", "admin_token"]
+
+
+def admin_token(run_id: str) -> str:
+    """The simulator admin token: $CHAOS_SIM_ADMIN_TOKEN, else one derived from the run id."""
+    return os.environ.get("CHAOS_SIM_ADMIN_TOKEN") or f"chaos-{run_id}"
+
+
+def sim_args(cfg: "TargetConfig", *, run_id: str, state_dir: str | os.PathLike[str],
+             env: "Environment | None" = None) -> list[str]:
+    """The `chaos sim` flags for a target with simulator options (without the program itself)."""
+    sim = cfg.simulator
+    assert sim is not None
+    args = ["--host", cfg.host, "--port", str(cfg.port), "--tensor-parallel-size", str(cfg.tp_size),
+            "--profile", sim.profile, "--max-num-seqs", str(sim.max_num_seqs),
+            "--collective-timeout", f"{sim.collective_timeout_s:g}", "--time-scale", f"{sim.time_scale:g}",
+            "--admin-token", admin_token(run_id),
+            "--request-log", str(Path(state_dir).resolve() / f"{cfg.name}.requests.jsonl")]
+    if env is not None:
+        args += ["--served-model-name", env.endpoints.model]
+    if cfg.rank_ports:
+        args += ["--tp-ports", ",".join(str(p) for p in cfg.rank_ports)]
+        connect = _rank_connect(cfg, env)
+        if connect:
+            args += ["--tp-connect", ",".join(connect)]
+    if sim.startup_delay_s:
+        args += ["--startup-delay", f"{sim.startup_delay_s:g}"]
+    return args + list(sim.extra_args)
+
+
+def _rank_connect(cfg: "TargetConfig", env: "Environment | None") -> list[str]:
+    if not cfg.rank_proxies or env is None or env.toxiproxy is None:
+        return []
+    listen = {p.name: p.listen for p in env.toxiproxy.proxies}
+    return [listen[name] for name in cfg.rank_proxies]
+
+
+def make_target(target_cfg: "TargetConfig", *, run_id: str, state_dir: str | os.PathLike[str],
+                env: "Environment | None" = None, **kw: Any) -> Target:
+    """Build the Target a config entry describes (nothing is started)."""
+    from chaos.targets.docker import DockerTarget
+    from chaos.targets.process import ProcessTarget
+
+    cfg = target_cfg
+    args = sim_args(cfg, run_id=run_id, state_dir=state_dir, env=env) if cfg.simulator else []
+    if cfg.kind == "process":
+        command = list(cfg.command) or [sys.executable, "-m", "chaos.stack.sim", *args]
+        if cfg.command and args:
+            command += args
+        return ProcessTarget(cfg.name, command, host=cfg.host, port=cfg.port, restart_policy=cfg.restart_policy,
+                             restart_delay_s=cfg.restart_delay_s, state_dir=state_dir, run_id=run_id, env=cfg.env, **kw)
+    state = str(Path(state_dir).resolve())
+    Path(state).mkdir(parents=True, exist_ok=True)
+    return DockerTarget(cfg.name, cfg.image or "", args=list(cfg.command) + args, port=cfg.port, host=cfg.host,
+                        container_name=cfg.container_name, docker_host=cfg.docker_host, run_id=run_id,
+                        state_dir=state_dir, restart_policy=cfg.restart_policy, gpus=cfg.gpus, ipc_host=cfg.ipc_host,
+                        shm_size=cfg.shm_size, env=cfg.env, volumes={state: {"bind": state, "mode": "rw"}}, **kw)

@@ -1,0 +1,52 @@
+"""`chaos backoff-check`: judge any client's retry behaviour against the environment's retry policy."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from chaos.errors import ConfigError
+
+
+def backoff_check(
+    client_cmd: str = typer.Option(..., "--client-cmd", help="command template; {base_url} is replaced by the recorder URL"),
+    failure: str = typer.Option("503", "--failure", help="503|500|429|reset|timeout|stream-cut"),
+    fail_first: int = typer.Option(3, "--fail-first", help="fail the first K attempts of each logical request"),
+    retry_after: Optional[float] = typer.Option(None, "--retry-after", help="Retry-After seconds sent with 429"),
+    clients: int = typer.Option(4, "--clients", help="copies run at once in the retry phase (jitter rule)"),
+    env: Optional[str] = typer.Option(None, "--env", help="environment name or YAML path (its retry policy)"),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", help="stop a client after this many seconds"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the rows and evidence here"),
+) -> None:
+    """Run the client against a recorder on 127.0.0.1 and check each backoff rule (exit 0 ok, 1 fail, 2 usage)."""
+    from rich.console import Console
+
+    from chaos.env import RetryPolicy, load
+    from chaos.verify.backoff_run import check_backoff
+
+    if fail_first < 1:
+        raise ConfigError(f"--fail-first: expected at least 1 failed attempt, got {fail_first}")
+    if failure != "429" and retry_after is not None:
+        raise ConfigError("--retry-after: only meaningful with --failure 429")
+    if time_limit is not None and time_limit <= 0:
+        raise ConfigError(f"--time-limit: expected seconds > 0, got {time_limit}")
+    policy = load(env).retry if env else RetryPolicy()
+    verdict = check_backoff(client_cmd, policy, failure=failure, fail_first=fail_first, retry_after=retry_after,
+                            clients=clients, time_limit_s=time_limit)
+    console = Console()
+    console.print(f"policy: min {policy.min_interval_s:g} s, x{policy.multiplier:g}, jitter {policy.jitter:g}, "
+                  f"cap {policy.max_interval_s:g} s, {policy.max_attempts} attempts, deadline {policy.deadline_s:g} s"
+                  f" ({'env ' + env if env else 'defaults'})")
+    console.print(verdict.rich_table())
+    if json_out is not None:
+        json_out.write_text(json.dumps({"ok": verdict.ok, "rows": verdict.as_table(), "data": verdict.data},
+                                       default=str, indent=1), encoding="utf-8")
+    bad = [r.check for r in verdict.failures]
+    console.print("PASS: every rule holds" if not bad else f"FAIL: {', '.join(bad)}")
+    raise typer.Exit(1 if bad else 0)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("backoff-check")(backoff_check)

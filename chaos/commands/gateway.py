@@ -1,0 +1,139 @@
+"""`chaos gateway`: run the reference gateway; `chaos gateway reset|state`: talk to its admin API."""
+from __future__ import annotations
+
+import json
+import logging
+import urllib.error
+import urllib.request
+from typing import Optional
+
+import typer
+
+from chaos.env import Environment, load
+from chaos.errors import ConfigError, StackError
+
+gw_app = typer.Typer(help="The reference gateway (two-tier breaker, no-store, HMAC, NFKC).")
+
+
+def _url(spec: str, pool: str, i: int) -> tuple[str, str]:
+    name, sep, url = spec.partition("=")
+    if not sep:
+        name, url = f"{pool}-{i}", spec
+    if "://" not in url:
+        url = "http://" + url
+    if not url.startswith(("http://", "https://")) or url.endswith("://"):
+        raise ConfigError(f"--{pool}: expected [NAME=]http://HOST:PORT, got {spec!r}")
+    return name, url.rstrip("/")
+
+
+def replicas_from_env(env: Environment) -> list:
+    """One Replica per target, reached through its serve_proxy (Toxiproxy) when it has one."""
+    from chaos.stack.gateway import Replica
+
+    proxies = {p.name: p.listen for p in (env.toxiproxy.proxies if env.toxiproxy else [])}
+    return [Replica(t.name, f"http://{proxies[t.serve_proxy]}" if t.serve_proxy else f"http://{t.host}:{t.port}", t.pool)
+            for t in env.targets]
+
+
+def settings_from(env: Environment | None, *, listen: str | None = None, stable: list[str] | None = None,
+                  canary: list[str] | None = None, admin_token: str | None = None, **overrides):
+    """GatewaySettings from an environment, flags overriding it (no env: BreakerPolicy defaults)."""
+    from chaos.env.model import BreakerPolicy
+    from chaos.resilience.signing import key_from_env
+    from chaos.stack.gateway import GatewaySettings, Replica
+
+    policy = env.breaker.model_copy() if env else BreakerPolicy()
+    for key in ("canary_weight", "window_s", "min_calls", "open_wait_s", "hmac_key_env", "normalize_unicode"):
+        if overrides.get(key) is not None:
+            setattr(policy, key, overrides[key])
+    if stable or canary:
+        replicas = [Replica(*_url(s, "stable", i), "stable") for i, s in enumerate(stable or [], 1)]
+        replicas += [Replica(*_url(s, "canary", i), "canary") for i, s in enumerate(canary or [], 1)]
+    else:
+        replicas = replicas_from_env(env) if env else []
+    gw = env.gateway if env else None
+    extra = {k: overrides[k] for k in ("leak_hour_s", "scrape_interval_s", "hmac_window_s") if overrides.get(k)}
+    return GatewaySettings(
+        replicas=replicas, policy=policy, listen=listen or (gw.listen if gw else "127.0.0.1:18100"),
+        admin_token=admin_token or (gw.admin_token if gw else None),
+        hmac_key=key_from_env(policy.hmac_key_env) if policy.hmac_key_env else None, **extra)
+
+
+def _admin_call(env_name: str | None, url: str | None, token: str | None, method: str, path: str,
+                body: dict | None = None) -> dict:
+    env = load(env_name) if env_name or not url else None
+    if url is None:
+        assert env is not None
+        url = env.endpoints.gateway_admin or (f"http://{env.gateway.listen}" if env.gateway else None)
+        if url is None:
+            raise ConfigError(f"environment {env.name!r}: no endpoints.gateway_admin or gateway.listen to reach")
+    token = token or (env.gateway.admin_token if env and env.gateway else None)
+    req = urllib.request.Request(url.rstrip("/") + path, method=method,
+                                 data=json.dumps(body or {}).encode() if method == "POST" else None,
+                                 headers={"Content-Type": "application/json",
+                                          **({"Authorization": f"Bearer {token}"} if token else {})})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        raise StackError(f"gateway admin {url}{path}: HTTP {e.code}") from None
+    except (urllib.error.URLError, OSError) as e:
+        raise StackError(f"gateway admin {url}{path}: {getattr(e, 'reason', e)}") from None
+
+
+@gw_app.callback(invoke_without_command=True)
+def gateway(
+    ctx: typer.Context,
+    env: Optional[str] = typer.Option(None, "--env", envvar="CHAOS_ENV", help="environment name or YAML path"),
+    listen: Optional[str] = typer.Option(None, help="HOST:PORT to listen on"),
+    stable: Optional[list[str]] = typer.Option(None, help="[NAME=]URL of a stable replica (repeatable)"),
+    canary: Optional[list[str]] = typer.Option(None, help="[NAME=]URL of a canary replica (repeatable)"),
+    admin_token: Optional[str] = typer.Option(None, envvar="CHAOS_GATEWAY_TOKEN", help="Bearer token for /admin"),
+    canary_weight: Optional[float] = typer.Option(None, min=0.0, max=1.0),
+    window_s: Optional[float] = typer.Option(None, min=0.001),
+    min_calls: Optional[int] = typer.Option(None, min=1),
+    open_wait_s: Optional[float] = typer.Option(None, min=0.0),
+    hmac_key_env: Optional[str] = typer.Option(None, help="name of the env var holding the HMAC key"),
+    normalize: Optional[bool] = typer.Option(None, "--normalize/--no-normalize", help="NFKC prompts"),
+    leak_hour_s: Optional[float] = typer.Option(None, min=0.001, help="real seconds that count as an hour (leak rule)"),
+    scrape_interval_s: Optional[float] = typer.Option(None, min=0.05),
+    log_level: str = typer.Option("INFO"),
+) -> None:
+    """Run the gateway from an environment (--env) or from explicit --stable/--canary URLs."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from chaos.stack.gateway import run
+
+    e = load(env) if env or not (stable or canary) else None
+    settings = settings_from(e, listen=listen, stable=stable, canary=canary, admin_token=admin_token,
+                             canary_weight=canary_weight, window_s=window_s, min_calls=min_calls,
+                             open_wait_s=open_wait_s, hmac_key_env=hmac_key_env, normalize_unicode=normalize,
+                             leak_hour_s=leak_hour_s, scrape_interval_s=scrape_interval_s)
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    run(settings)
+
+
+@gw_app.command("reset")
+def reset(
+    env: Optional[str] = typer.Option(None, "--env", envvar="CHAOS_ENV"),
+    url: Optional[str] = typer.Option(None, help="gateway base URL (default: from the environment)"),
+    pool: Optional[str] = typer.Option(None, help="stable or canary (default: both)"),
+    token: Optional[str] = typer.Option(None, envvar="CHAOS_GATEWAY_TOKEN"),
+) -> None:
+    """Close the breakers (ends a degrade or a forced rollback)."""
+    out = _admin_call(env, url, token, "POST", "/admin/reset", {"pool": pool} if pool else {})
+    typer.echo(" ".join(f"{p}={s['state']}" for p, s in out.get("state", {}).items()))
+
+
+@gw_app.command("state")
+def state(
+    env: Optional[str] = typer.Option(None, "--env", envvar="CHAOS_ENV"),
+    url: Optional[str] = typer.Option(None),
+    token: Optional[str] = typer.Option(None, envvar="CHAOS_GATEWAY_TOKEN"),
+) -> None:
+    """Print the gateway's state as JSON."""
+    typer.echo(json.dumps(_admin_call(env, url, token, "GET", "/admin/state"), indent=2))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(gw_app, name="gateway")

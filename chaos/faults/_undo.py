@@ -1,0 +1,116 @@
+"""Undo steps the ledger can replay with no harness memory; each returns what it did."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import urllib.error
+import urllib.request
+from typing import Any
+
+from chaos.faults.toxiproxy import Toxiproxy, ToxiproxyError
+from chaos.targets import _proc
+
+TOXIC_PREFIX = "chaos-"
+
+
+def toxic(api: str, proxy: str, name: str) -> dict[str, Any]:
+    return {"kind": "toxic", "api": api, "proxy": proxy, "toxic": name}
+
+
+def proxy_enable(api: str, proxy: str) -> dict[str, Any]:
+    return {"kind": "proxy_enable", "api": api, "proxy": proxy}
+
+
+def send_signal(pid: int, sig: int, *, group: bool = False, target: str | None = None) -> dict[str, Any]:
+    return {"kind": "signal", "pid": pid, "start": _proc.start_time(pid), "signal": signal.Signals(sig).name,
+            "group": group, "target": target}
+
+
+def docker(container: str, action: str, docker_host: str | None) -> dict[str, Any]:
+    return {"kind": "docker", "container": container, "action": action, "docker_host": docker_host}
+
+
+def http(method: str, url: str, headers: dict[str, str] | None = None, body: Any = None) -> dict[str, Any]:
+    return {"kind": "http", "method": method, "url": url, "headers": headers or {}, "body": body}
+
+
+def run(step: dict[str, Any]) -> str:
+    """Perform one undo step; idempotent (already undone is success)."""
+    kind = step.get("kind")
+    if kind == "toxic":
+        gone = Toxiproxy(step["api"]).remove_toxic(step["proxy"], step["toxic"])
+        return f"{'removed' if gone else 'already gone:'} toxic {step['toxic']} on {step['proxy']} ({step['api']})"
+    if kind == "proxy_enable":
+        Toxiproxy(step["api"]).set_enabled(step["proxy"], True)
+        return f"enabled proxy {step['proxy']} ({step['api']})"
+    if kind == "signal":
+        return _signal(step)
+    if kind == "docker":
+        return _docker(step)
+    if kind == "http":
+        return _http(step)
+    if kind == "none":
+        return step.get("note", "nothing to undo")
+    raise ValueError(f"unknown undo step kind {kind!r}")
+
+
+def _signal(step: dict[str, Any]) -> str:
+    pid, sig = int(step["pid"]), signal.Signals[step["signal"]]
+    if not _proc.alive(pid, step.get("start")):
+        return f"pid {pid} gone; no {sig.name} needed"
+    if step.get("group"):
+        os.killpg(os.getpgid(pid), sig)
+    else:
+        os.kill(pid, sig)
+    return f"sent {sig.name} to {'group of ' if step.get('group') else ''}pid {pid}"
+
+
+def _docker(step: dict[str, Any]) -> str:
+    import docker as sdk
+
+    client = sdk.DockerClient(base_url=step["docker_host"]) if step.get("docker_host") else sdk.from_env()
+    try:
+        try:
+            c = client.containers.get(step["container"])
+        except sdk.errors.NotFound:
+            return f"container {step['container'][:12]} gone"
+        action = step["action"]
+        if c.status == "paused" and action in ("unpause", "start"):
+            c.unpause()
+        elif action == "start" and c.status != "running":
+            c.start()
+        return f"container {c.name}: {action} (was {c.status})"
+    finally:
+        client.close()
+
+
+def _http(step: dict[str, Any]) -> str:
+    data = json.dumps(step["body"]).encode() if step.get("body") is not None else None
+    req = urllib.request.Request(step["url"], data=data, method=step["method"], headers=step.get("headers") or {})
+    req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return f"{step['method']} {step['url']} -> {r.status}"
+    except urllib.error.HTTPError as e:
+        return f"{step['method']} {step['url']} -> {e.code}"
+    except (urllib.error.URLError, OSError) as e:
+        return f"{step['method']} {step['url']}: not answering ({getattr(e, 'reason', e)}); nothing to undo"
+
+
+def sweep_toxics(env: Any) -> list[str]:
+    """Remove every chaos-* toxic on the environment's Toxiproxy (belt and braces for the ledger)."""
+    cfg = getattr(env, "toxiproxy", None)
+    if cfg is None:
+        return []
+    client = Toxiproxy(cfg.api, timeout=2.0)
+    out = []
+    try:
+        for name, proxy in client.proxies().items():
+            for t in proxy.get("toxics", []) or []:
+                if str(t.get("name", "")).startswith(TOXIC_PREFIX):
+                    client.remove_toxic(name, t["name"])
+                    out.append(f"swept toxic {t['name']} on {name}")
+    except ToxiproxyError:
+        pass  # toxiproxy not running: nothing can be left on it
+    return out

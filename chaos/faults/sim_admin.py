@@ -1,0 +1,89 @@
+"""Simulator fault modes through its admin API (POST /admin/faults, token required)."""
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from chaos.errors import FaultError, FaultNotEffective
+from chaos.faults import _undo
+from chaos.faults.base import Fault
+
+DESTRUCTIVE_MODES = {"crash", "engine-death", "oom", "tokenizer-crash"}
+
+
+class SimFault(Fault):
+    """One simulator mode (crash, engine-death, oom, hang, error-rate, slow, stall, truncate, ...)."""
+
+    kind = "sim"
+
+    def __init__(self, admin_url: str, token: str, mode: str, **params: Any) -> None:
+        seed = params.pop("seed", None)
+        super().__init__(seed=seed)
+        self.admin_url, self.token, self.mode, self.mode_params = admin_url.rstrip("/"), token, mode, params
+        self.kind = f"sim-{mode}"
+        self.destructive = mode in DESTRUCTIVE_MODES
+
+    def params(self) -> dict[str, Any]:
+        return {"admin_url": self.admin_url, "mode": self.mode, **self.mode_params}
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        req = urllib.request.Request(self.admin_url + path, method=method, headers=self._headers(),
+                                     data=json.dumps(body).encode() if body is not None else None)
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                raw = r.read()
+        except urllib.error.HTTPError as e:
+            raise FaultError(f"{method} {self.admin_url}{path} -> {e.code} {e.read()[:200]!r}", fault=self.kind) from None
+        except (urllib.error.URLError, OSError) as e:
+            raise FaultError(f"simulator admin {self.admin_url} not answering: {getattr(e, 'reason', e)}",
+                             fault=self.kind) from None
+        return json.loads(raw) if raw else None
+
+    def _preflight(self) -> None:
+        self._call("GET", "/admin/faults")
+
+    def _plan(self) -> list[str]:
+        return [f"POST {self.admin_url}/admin/faults {{mode: {self.mode}, {self.mode_params}}}"]
+
+    def _undo(self) -> list[dict[str, Any]]:
+        return [_undo.http("DELETE", f"{self.admin_url}/admin/faults/{self.mode}", self._headers())]
+
+    def _apply(self) -> None:
+        self._call("POST", "/admin/faults", {"mode": self.mode, **self.mode_params})
+
+    def _active_modes(self) -> set[str]:
+        got = self._call("GET", "/admin/faults")
+        items = got.get("faults", got.get("active", got)) if isinstance(got, dict) else got
+        if isinstance(items, dict):
+            return set(items)
+        return {i.get("mode") if isinstance(i, dict) else str(i) for i in items or []}
+
+    def _check(self) -> None:
+        if self.destructive:
+            try:
+                active = self._active_modes()
+            except FaultError:
+                self.evidence["admin"] = "not answering (process died, as the mode intends)"
+                return
+        else:
+            active = self._active_modes()
+        if self.mode not in active:
+            raise FaultNotEffective(f"mode {self.mode} not listed as active by {self.admin_url} ({sorted(active)})",
+                                    fault=self.kind)
+        self.evidence["active_modes"] = sorted(active)
+
+    def _unapply(self) -> None:
+        try:
+            self._call("DELETE", f"/admin/faults/{self.mode}")
+        except FaultError:
+            if not self.destructive:
+                raise
+
+
+def sim_fault(admin_url: str, token: str, mode: str, **params: Any) -> SimFault:
+    return SimFault(admin_url, token, mode, **params)

@@ -1,0 +1,136 @@
+"""The harness's locustfile; also runs on its own: `locust -f chaos/load/locustfile.py --host URL`.
+
+Configuration comes from the environment (see chaos.load.config): CHAOS_LOAD_CONFIG names a JSON
+file of LoadConfig fields; CHAOS_LOAD_<FIELD> overrides one field. Each process (a local run, or
+each worker in distributed mode) appends its records to `<out_dir>/records-<host>-<pid>.jsonl`.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run by path: make `chaos` importable from a checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import gevent
+from locust import events
+from locust.runners import LocalRunner, WorkerRunner
+
+from chaos.load.config import LoadConfig, from_environ
+from chaos.load.records import RequestRecord
+from chaos.load import shapes
+from chaos.load import users as _users
+from chaos.load.workloads import make_workload
+from chaos.resilience.backoff import Backoff
+
+
+class Context:
+    """Per-process state shared by all users: config, workload, pacing and the record file."""
+
+    def __init__(self, cfg: LoadConfig) -> None:
+        self.cfg = cfg
+        self.workload = make_workload(cfg.workload, mix=cfg.mix, classes=cfg.classes, seed=cfg.seed,
+                                      n=cfg.workload_n)
+        self.policy = cfg.retry_policy()
+        self.environment = None
+        self.schedule: shapes.ArrivalSchedule | None = None
+        self.inflight = 0
+        out = Path(cfg.out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        self.path = out / f"records-{socket.gethostname()}-{os.getpid()}.jsonl"
+        self._buf: list[str] = []
+        self._file = open(self.path, "a", encoding="utf-8")
+        self._flusher = gevent.spawn(self._flush_loop)
+
+    def backoff(self, rng) -> Backoff | None:
+        return Backoff(self.policy, rng) if self.policy is not None else None
+
+    def pace(self) -> float | None:
+        """Seconds to wait for the next arrival (rate shape), 0 otherwise; None when spent."""
+        if self.cfg.shape != "rate":
+            return 0.0
+        if self.schedule is None:
+            index = getattr(getattr(self.environment, "runner", None), "worker_index", 0) or 0
+            workers = max(1, self.cfg.workers)
+            self.schedule = shapes.ArrivalSchedule(shapes.poisson_offsets(
+                self.cfg.rate_per_s / workers, self.cfg.duration_s, seed=self.cfg.seed * 7919 + index))
+        return self.schedule.delay()
+
+    def emit(self, rec: RequestRecord) -> None:
+        self._buf.append(rec.to_json())
+
+    def flush(self) -> None:
+        if self._buf:
+            buf, self._buf = self._buf, []
+            self._file.write("\n".join(buf) + "\n")
+            self._file.flush()
+
+    def _flush_loop(self) -> None:
+        while True:
+            gevent.sleep(self.cfg.flush_s)
+            self.flush()
+
+    def exhausted(self) -> None:
+        """A finite workload ran out: a local run quits once nothing is in flight."""
+        runner = getattr(self.environment, "runner", None)
+        if isinstance(runner, LocalRunner) and self.inflight == 0:
+            gevent.spawn_later(0.05, runner.quit)
+
+    def close(self) -> None:
+        self.flush()
+        self._flusher.kill(block=False)
+        self._file.close()
+
+
+CONFIG = from_environ()
+
+
+class ChatOrCompletionUser(_users.LLMUser):
+    """Chat or completions, per the configuration's `api`."""
+
+    abstract = False
+    network_timeout = CONFIG.timeout_s
+    connection_timeout = CONFIG.timeout_s
+    concurrency = 1
+
+
+def _rate_users(cfg: LoadConfig) -> int:
+    return cfg.max_users or max(8, int(cfg.rate_per_s * 2) + 4)
+
+
+if CONFIG.shape == "ramp":
+    class ConfiguredShape(shapes.RampShape):
+        start_users, end_users, duration_s = CONFIG.ramp_from, CONFIG.users, CONFIG.duration_s
+elif CONFIG.shape == "step":
+    class ConfiguredShape(shapes.StepShape):  # type: ignore[no-redef]
+        step_users, step_s, max_users, duration_s = CONFIG.step_users, CONFIG.step_s, CONFIG.users, CONFIG.duration_s
+elif os.environ.get("CHAOS_LOAD_SHAPE_CLASS", "1") == "1":
+    class ConfiguredShape(shapes.FixedShape):  # type: ignore[no-redef]
+        users = _rate_users(CONFIG) if CONFIG.shape == "rate" else CONFIG.users
+        duration_s = CONFIG.duration_s
+
+
+_ctx: Context | None = None
+
+
+@events.init.add_listener
+def _on_init(environment, **_kw) -> None:
+    global _ctx
+    if isinstance(environment.runner, (LocalRunner, WorkerRunner)) or environment.runner is None:
+        _ctx = Context(CONFIG)
+        _ctx.environment = environment
+        _users.LLMUser.ctx = _ctx
+
+
+@events.quitting.add_listener
+def _on_quit(environment, **_kw) -> None:
+    if _ctx is not None:
+        _ctx.close()
+
+
+@events.test_stop.add_listener
+def _on_stop(environment, **_kw) -> None:
+    if _ctx is not None:
+        _ctx.flush()

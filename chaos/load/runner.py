@@ -1,0 +1,198 @@
+"""Run Locust headless in subprocesses (local, or one master + N local workers), bounded in time."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaos.errors import LoadError
+from chaos.load.config import ENV_CONFIG, LoadConfig
+from chaos.load.records import RequestRecord
+
+LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+STARTUP_GRACE_S = 20.0
+STOP_GRACE_S = 10.0
+
+
+@dataclass
+class LoadResult:
+    """What a finished load run left: the merged records and where the raw files are."""
+
+    records: list[RequestRecord]
+    out_dir: Path
+    returncodes: list[int | None]
+    wall_s: float
+    config: LoadConfig
+    logs: list[Path] = field(default_factory=list)
+
+    @property
+    def final(self) -> list[RequestRecord]:
+        return [r for r in self.records if r.final]
+
+    def stats(self, slos: dict[str, Any] | None = None):
+        from chaos.load.stats import summarize
+
+        return summarize(self.records, slos=slos)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def read_dir(out_dir: str | Path, live: bool = False) -> list[RequestRecord]:
+    """Merged records of every records-*.jsonl in `out_dir`; `live` skips a half-written last line."""
+    import json
+
+    out: list[RequestRecord] = []
+    for path in sorted(Path(out_dir).glob("records-*.jsonl")):
+        text = path.read_text(encoding="utf-8")
+        lines = text.split("\n")
+        if live and not text.endswith("\n"):
+            lines = lines[:-1]
+        for i, line in enumerate(lines, 1):
+            if line.strip():
+                try:
+                    out.append(RequestRecord.from_dict(json.loads(line)))
+                except (ValueError, TypeError) as e:
+                    raise LoadError(f"{path}:{i}: bad request record: {e}") from None
+    out.sort(key=lambda r: r.t_send)
+    return out
+
+
+class LoadHandle:
+    """A running load: `.records()` while it runs, `.stop()`, `.wait()` -> LoadResult."""
+
+    def __init__(self, cfg: LoadConfig, base_url: str, out_dir: Path, workers: int) -> None:
+        self.cfg, self.base_url, self.out_dir, self.workers = cfg, base_url, out_dir, workers
+        self.procs: list[subprocess.Popen] = []
+        self.logs: list[Path] = []
+        self._files: list[Any] = []
+        self.t_start = time.monotonic()
+        self.deadline = self.t_start + cfg.duration_s + STARTUP_GRACE_S + STOP_GRACE_S
+        self._result: LoadResult | None = None
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+        log = self.out_dir / f"locust-{name}.log"
+        f = open(log, "wb")
+        self._files.append(f)
+        self.logs.append(log)
+        env = dict(os.environ, **{ENV_CONFIG: str(self.out_dir / "load-config.json")})
+        env.pop("CHAOS_LOAD_OUT_DIR", None)
+        cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--loglevel", "WARNING", *args]
+        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.procs.append(p)
+        return p
+
+    def start(self) -> "LoadHandle":
+        self.cfg.save(self.out_dir / "load-config.json")
+        common = ["--headless", "--host", self.base_url, "--only-summary", "--exit-code-on-error", "0",
+                  "--stop-timeout", str(max(1, int(min(self.cfg.timeout_s, 5.0))))]
+        try:
+            if self.workers <= 0:
+                self._spawn("local", common)
+            else:
+                port = _free_port()
+                self._spawn("master", [*common, "--master", "--master-bind-host", "127.0.0.1",
+                                       "--master-bind-port", str(port), "--expect-workers", str(self.workers)])
+                for i in range(self.workers):
+                    self._spawn(f"worker-{i}", ["--worker", "--master-host", "127.0.0.1",
+                                                "--master-port", str(port)])
+        except OSError as e:
+            self._kill_all()
+            raise LoadError(f"cannot start locust: {e}") from None
+        return self
+
+    def running(self) -> bool:
+        return any(p.poll() is None for p in self.procs)
+
+    def records(self) -> list[RequestRecord]:
+        """Records written so far (flushed every `flush_s`)."""
+        return read_dir(self.out_dir, live=True)
+
+    def stop(self) -> LoadResult:
+        """Ask the run to end now (SIGTERM: locust stops users and flushes), then wait."""
+        for p in self.procs[:1]:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        self.deadline = min(self.deadline, time.monotonic() + STOP_GRACE_S)
+        return self.wait()
+
+    def wait(self, timeout_s: float | None = None) -> LoadResult:
+        """Wait for the end (hard-killing anything past the deadline) and merge the records."""
+        if self._result is not None:
+            return self._result
+        deadline = self.deadline if timeout_s is None else min(self.deadline, time.monotonic() + timeout_s)
+        while self.running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self.running():
+            for p in self.procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+            end = time.monotonic() + 3.0
+            while self.running() and time.monotonic() < end:
+                time.sleep(0.05)
+        self._kill_all()
+        for f in self._files:
+            f.close()
+        rcs = [p.returncode for p in self.procs]
+        records = read_dir(self.out_dir, live=True)
+        bad = [(p, rc) for p, rc in zip(self.logs, rcs) if rc not in (0, 1, -signal.SIGTERM, None)]
+        if not records and bad:
+            tail = bad[0][0].read_text(errors="replace").strip().splitlines()[-5:]
+            raise LoadError(f"locust exited with {bad[0][1]} and left no records; {bad[0][0]}: {' | '.join(tail)}")
+        self._result = LoadResult(records, self.out_dir, rcs, time.monotonic() - self.t_start, self.cfg, self.logs)
+        return self._result
+
+    def _kill_all(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+
+    def __enter__(self) -> "LoadHandle":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def make_config(*, users: int | None = None, rate: float | None = None, shape: str | None = None,
+                duration_s: float = 30.0, retry_policy: Any = None, **fields_: Any) -> LoadConfig:
+    """A LoadConfig from run_load's keywords; `retry_policy` may be a RetryPolicy or a dict."""
+    if retry_policy is not None and hasattr(retry_policy, "model_dump"):
+        retry_policy = retry_policy.model_dump()
+    chosen = shape or ("rate" if rate is not None else "users")
+    cfg = LoadConfig(shape=chosen, duration_s=duration_s, retry=retry_policy,
+                     **{k: v for k, v in fields_.items() if v is not None})
+    if users is not None:
+        cfg.users = users
+    if rate is not None:
+        cfg.rate_per_s = rate
+    return cfg.validate()
+
+
+def start_load(base_url: str, *, out_dir: str | Path, workers: int = 0, **kw: Any) -> LoadHandle:
+    """Start a load run in the background; see make_config for the keywords."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = make_config(**kw)
+    cfg.out_dir = str(out.resolve())
+    cfg.workers = max(1, workers)
+    return LoadHandle(cfg, base_url.rstrip("/"), out, workers).start()
+
+
+def run_load(base_url: str, *, out_dir: str | Path, workers: int = 0, **kw: Any) -> LoadResult:
+    """Run load to the end (bounded: duration + grace, then killed) and return the merged records.
+
+    Keywords: users | rate | shape (users, rate, ramp, step), duration_s, mix, model, max_tokens,
+    retry_policy, seed, api, workload, workload_n, classes, timeout_s, stream, api_key, ...
+    """
+    return start_load(base_url, out_dir=out_dir, workers=workers, **kw).wait()

@@ -1,0 +1,217 @@
+"""Locust users for OpenAI-compatible streaming chat and completions; one RequestRecord per attempt.
+
+A logical request keeps one `x-request-id` over all its attempts; retries follow
+`chaos.resilience.backoff.Backoff` and sleep with gevent. The last attempt carries `final=True`
+and `outcome`: succeeded, rejected (the last answer was a 4xx: the server refused it) or failed.
+"""
+from __future__ import annotations
+
+import json
+import random
+import socket
+import time
+import uuid
+
+import gevent
+from geventhttpclient.response import HTTPConnectionClosed
+from geventhttpclient.useragent import RetriesExceeded
+from locust import FastHttpUser, constant, task
+from locust.exception import StopUser
+
+from chaos.load.records import RequestRecord
+from chaos.load.sse import StreamMeter
+from chaos.load.workloads import Prompt, body
+
+_perf = time.perf_counter
+_wall = time.time
+PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+
+
+def classify(exc: BaseException, in_body: bool) -> str:
+    """Error class of a transport exception; `in_body` once the response status was read."""
+    orig = getattr(exc, "original", None)
+    if isinstance(exc, RetriesExceeded) and isinstance(orig, BaseException):
+        exc = orig
+    if isinstance(exc, (socket.timeout, TimeoutError, gevent.Timeout)):
+        return "timeout"
+    if in_body:
+        return "stream_cut"
+    if isinstance(exc, (ConnectionError, HTTPConnectionClosed, OSError)) or "closed" in str(exc).lower():
+        return "reset"
+    return "other"
+
+
+def _retry_after(headers) -> float | None:
+    raw = headers.get("retry-after") if headers is not None else None
+    try:
+        return float(raw) if raw is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+class LLMUser(FastHttpUser):
+    """Sends prompts from the process's workload; configured by `chaos.load.locustfile`."""
+
+    abstract = True
+    wait_time = constant(0)
+    max_retries = 0
+    ctx = None  # a chaos.load.locustfile.Context, set by the locustfile's init hook
+
+    def on_start(self) -> None:
+        c = self.ctx
+        self.cfg = c.cfg
+        self.path = PATHS[c.cfg.api]
+        self.backoff = c.backoff(random.Random(f"{c.cfg.seed}-{id(self)}"))
+        self.base_headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        if c.cfg.api_key:
+            self.base_headers["authorization"] = f"Bearer {c.cfg.api_key}"
+
+    @task
+    def one_logical_request(self) -> None:
+        c = self.ctx
+        delay = c.pace()
+        if delay is None:
+            raise StopUser()
+        if delay > 0:
+            gevent.sleep(delay)
+        prompt = c.workload.next()
+        if prompt is None:
+            c.exhausted()
+            raise StopUser()
+        c.inflight += 1
+        try:
+            self.logical(prompt)
+        finally:
+            c.inflight -= 1
+
+    def logical(self, prompt: Prompt) -> None:
+        """All attempts of one logical request, each leaving a record."""
+        rid = uuid.uuid4().hex
+        started = _perf()
+        attempt = 1
+        payload = body(prompt, api=self.cfg.api, model=self.cfg.model, max_tokens=self.cfg.max_tokens,
+                       stream=self.cfg.stream)
+        while True:
+            rec, retry_after = self.attempt(rid, attempt, prompt, payload)
+            if rec.ok:
+                rec.outcome = "succeeded"
+                self.ctx.emit(rec)
+                return
+            bo = self.backoff
+            wait = bo.wait_for(attempt, retry_after) if bo else 0.0
+            if bo is None or not bo.should_retry(rec.status, rec.error) or bo.give_up(attempt, _perf() - started, wait):
+                rec.outcome = "rejected" if rec.status is not None and 400 <= rec.status < 500 else "failed"
+                self.ctx.emit(rec)
+                return
+            rec.final = False
+            try:
+                gevent.sleep(wait)
+            except gevent.GreenletExit:
+                rec.final, rec.outcome = True, "failed"
+                rec.error_detail = f"{rec.error_detail or ''} (load stopped during backoff)".strip()
+                raise
+            finally:
+                self.ctx.emit(rec)
+            attempt += 1
+
+    def attempt(self, rid: str, attempt: int, prompt: Prompt, payload: bytes) -> tuple[RequestRecord, float | None]:
+        """One HTTP attempt; returns its record and any Retry-After seconds."""
+        cfg = self.cfg
+        rec = RequestRecord(request_id=rid, attempt=attempt, t_send=0.0, prompt_tokens=prompt.tokens,
+                            model_asked=cfg.model, prompt_class=prompt.prompt_class)
+        headers = dict(self.base_headers)
+        headers["x-request-id"] = rid
+        rec.t_send = _wall()
+        t0 = _perf()
+        resp = self.client.request("POST", self.path, data=payload, headers=headers, stream=True,
+                                   catch_response=True, name=f"{cfg.api}:{prompt.prompt_class}")
+        retry_after = None
+        with resp:
+            err = getattr(resp, "error", None)
+            raw = getattr(resp, "_response", None)
+            if raw is None:  # no response at all
+                rec.e2e = _perf() - t0
+                rec.error = classify(err, False) if err else "other"
+                rec.error_detail = f"{type(err).__name__}: {err}"[:300] if err else "no response"
+            else:
+                rec.status = resp.status_code
+                rec.served_by = resp.headers.get(cfg.served_by_header)
+                if rec.status >= 300:
+                    retry_after = _retry_after(resp.headers)
+                    self._http_error(rec, resp, t0)
+                elif cfg.stream:
+                    self._read_stream(rec, raw, t0)
+                else:
+                    self._read_body(rec, resp, t0)
+                if rec.error is None and rec.model_answered and rec.model_answered != cfg.model:
+                    rec.error = "wrong_model"
+                    rec.error_detail = f"asked {cfg.model!r}, answered by {rec.model_answered!r}"
+            resp.request_meta["response_time"] = (rec.e2e or 0.0) * 1000
+            if rec.error is None:
+                resp.success()
+            else:
+                resp.failure(f"{rec.error}: {rec.error_detail or rec.status}")
+        return rec, retry_after
+
+    def _http_error(self, rec: RequestRecord, resp, t0: float) -> None:
+        rec.error = "http"
+        try:
+            text = (resp.content or b"")[:300]
+            rec.error_detail = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+        except Exception as e:  # the body of an error answer is best effort
+            rec.error_detail = f"status {rec.status} ({type(e).__name__} reading body)"
+        rec.e2e = _perf() - t0
+
+    def _read_stream(self, rec: RequestRecord, raw, t0: float) -> None:
+        meter = StreamMeter(t0)
+        t_end = None
+        try:
+            while True:
+                line = raw.readline(b"\n")
+                if not line:
+                    break
+                if meter.feed(line, _perf()):
+                    t_end = _perf()
+            if raw.message_complete is False and not meter.done:
+                raise HTTPConnectionClosed("stream ended before the message was complete")
+        except Exception as e:
+            rec.error = classify(e, True)
+            rec.error_detail = f"{type(e).__name__}: {e}"[:300]
+        meter.fill(rec, t_end if t_end is not None else _perf())
+        if rec.error is None:
+            if meter.error is not None:
+                rec.error, rec.error_detail = "error_chunk", meter.error
+            elif not meter.done:
+                rec.error, rec.error_detail = "stream_cut", "stream ended without data: [DONE]"
+
+    def _read_body(self, rec: RequestRecord, resp, t0: float) -> None:
+        try:
+            data = json.loads(resp.content or b"{}")
+        except Exception as e:
+            rec.e2e = _perf() - t0
+            rec.error = "stream_cut" if not isinstance(e, ValueError) else "other"
+            rec.error_detail = f"{type(e).__name__}: {e}"[:300]
+            return
+        rec.e2e = rec.ttft = _perf() - t0
+        if "error" in data:
+            rec.error, rec.error_detail = "error_chunk", json.dumps(data["error"])[:300]
+        rec.model_answered = data.get("model")
+        usage = data.get("usage") or {}
+        rec.output_tokens = usage.get("completion_tokens")
+        rec.prompt_tokens = usage.get("prompt_tokens", rec.prompt_tokens)
+
+
+class PlainStreamUser(FastHttpUser):
+    """Baseline for the benchmark: streams a completion and only reads the bytes."""
+
+    abstract = True
+    wait_time = constant(0)
+    payload = b"{}"
+    path = "/v1/completions"
+
+    @task
+    def stream(self) -> None:
+        with self.client.request("POST", self.path, data=self.payload, stream=True, catch_response=True,
+                                 headers={"content-type": "application/json"}) as resp:
+            for _ in resp.iter_content(4096):
+                pass

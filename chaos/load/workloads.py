@@ -1,0 +1,178 @@
+"""Workloads: prompt-length classes and their mix, the long-context burst, the shared-prefix set
+and the special-character corpus.
+
+How prompt tokens are counted: ~4 characters per token, `count_tokens(text) = ceil(len(text)/4)`
+(code points, not bytes). Generated prompts are built of 3-letter words plus a space, so one word
+is one token under both this rule and a whitespace-split count. Class sizes are configurable
+(`classes`), because an embedded stack may run with a smaller max-model-len than 32k.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from chaos.errors import ConfigError
+
+DEFAULT_CLASSES = {"short": 512, "long": 8192, "xl": 32768}
+DEFAULT_MIX = {"short": 7.0, "long": 2.0, "xl": 1.0}
+DATA_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "data"
+SPECIAL_CORPUS = DATA_DIR / "special_chars.jsonl"
+WORKLOADS = ("mix", "burst", "shared_prefix", "special")
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def count_tokens(text: str) -> int:
+    """The harness's token estimate: ceil(characters / 4)."""
+    return max(1, math.ceil(len(text) / 4))
+
+
+def words(n_tokens: int, rng: random.Random) -> str:
+    """`n_tokens` 3-letter words (4 characters each with the space)."""
+    return " ".join("".join(rng.choices(_LETTERS, k=3)) for _ in range(n_tokens))
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One prompt to send: its class, text and counted tokens."""
+
+    prompt_class: str
+    text: str
+    tokens: int
+
+
+def body(prompt: Prompt, *, api: str, model: str, max_tokens: int, stream: bool = True) -> bytes:
+    """The JSON body of an OpenAI-compatible chat or completions request."""
+    d: dict = {"model": model, "max_tokens": max_tokens, "stream": stream}
+    if api == "chat":
+        d["messages"] = [{"role": "user", "content": prompt.text}]
+    else:
+        d["prompt"] = prompt.text
+    if stream:
+        d["stream_options"] = {"include_usage": True}
+    return json.dumps(d, ensure_ascii=False).encode("utf-8")
+
+
+def _check_mix(mix: dict[str, float], classes: dict[str, int]) -> None:
+    if not mix or any(w < 0 for w in mix.values()) or sum(mix.values()) <= 0:
+        raise ConfigError(f"load mix {mix!r}: expected non-negative weights with a positive sum")
+    unknown = sorted(set(mix) - set(classes))
+    if unknown:
+        raise ConfigError(f"load mix names unknown prompt classes {unknown}; known: {sorted(classes)}")
+
+
+class MixWorkload:
+    """Endless prompts drawn by weight from the classes; each prompt unique (no prefix-cache hits)."""
+
+    def __init__(self, mix: dict[str, float] | None = None, classes: dict[str, int] | None = None,
+                 seed: int = 0) -> None:
+        self.classes = dict(classes or DEFAULT_CLASSES)
+        self.mix = dict(mix or DEFAULT_MIX)
+        _check_mix(self.mix, self.classes)
+        self.rng = random.Random(seed)
+        self._names = [c for c in self.mix if self.mix[c] > 0]
+        self._weights = [self.mix[c] for c in self._names]
+        self._base: dict[str, str] = {}
+        self._n = itertools.count()
+        self._lock = threading.Lock()
+
+    def _base_text(self, cls: str) -> str:
+        if cls not in self._base:
+            # the unique head takes 2 tokens; the rest is shared filler generated once per class
+            self._base[cls] = words(max(1, self.classes[cls] - 2), random.Random(f"{cls}"))
+        return self._base[cls]
+
+    def next(self) -> Prompt | None:
+        with self._lock:
+            cls = self.rng.choices(self._names, self._weights)[0]
+            i = next(self._n)
+            text = f"{i:03x} {words(1, self.rng)} {self._base_text(cls)}"
+        return Prompt(cls, text, count_tokens(text))
+
+
+class ListWorkload:
+    """A finite sequence of prompts; `next()` returns None once exhausted."""
+
+    def __init__(self, prompts: list[Prompt]) -> None:
+        self.prompts = prompts
+        self._it: Iterator[Prompt] = iter(prompts)
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+    def next(self) -> Prompt | None:
+        with self._lock:
+            return next(self._it, None)
+
+
+def long_context_burst(n: int = 100, tokens: int = DEFAULT_CLASSES["xl"], seed: int = 0) -> ListWorkload:
+    """`n` consecutive xl prompts (distinct heads, so no prefix-cache shortcut)."""
+    filler = words(tokens - 2, random.Random(seed))
+    prompts = []
+    for i in range(n):
+        text = f"{i:03x} burst {filler}"
+        prompts.append(Prompt("xl", text, count_tokens(text)))
+    return ListWorkload(prompts)
+
+
+def shared_prefix_set(n: int = 1000, prefixes: int = 4, prefix_tokens: int = 2048,
+                      suffix_tokens: int = 64, seed: int = 0) -> ListWorkload:
+    """`n` prompts over a handful of shared prefixes; class name `prefix-<k>`; shuffled, seeded."""
+    if prefixes < 1 or n < 1:
+        raise ConfigError(f"shared-prefix set: need n >= 1 and prefixes >= 1, got n={n} prefixes={prefixes}")
+    rng = random.Random(seed)
+    heads = [words(prefix_tokens, random.Random(f"prefix-{seed}-{k}")) for k in range(prefixes)]
+    prompts = []
+    for i in range(n):
+        k = rng.randrange(prefixes)
+        text = f"{heads[k]} {words(suffix_tokens, rng)}"
+        prompts.append(Prompt(f"prefix-{k}", text, count_tokens(text)))
+    return ListWorkload(prompts)
+
+
+def special_corpus(path: str | Path = SPECIAL_CORPUS) -> list[dict]:
+    """The special-character corpus rows: {name, features, text}."""
+    p = Path(path)
+    try:
+        rows = [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{p}: cannot read special-character corpus: {e}") from None
+    for i, r in enumerate(rows, 1):
+        if not isinstance(r, dict) or not isinstance(r.get("text"), str):
+            raise ConfigError(f"{p}:{i}: expected an object with a 'text' string")
+    return rows
+
+
+class SpecialWorkload:
+    """Cycles through the special-character corpus; class name `special`."""
+
+    def __init__(self, path: str | Path = SPECIAL_CORPUS) -> None:
+        self.rows = special_corpus(path)
+        self._it = itertools.cycle(self.rows)
+        self._lock = threading.Lock()
+
+    def next(self) -> Prompt | None:
+        with self._lock:
+            text = next(self._it)["text"]
+        return Prompt("special", text, count_tokens(text))
+
+
+def make_workload(kind: str, *, mix: dict[str, float] | None = None, classes: dict[str, int] | None = None,
+                  seed: int = 0, n: int | None = None, prefixes: int = 4) -> MixWorkload | ListWorkload | SpecialWorkload:
+    """Build a workload by name (mix | burst | shared_prefix | special)."""
+    cls = dict(classes or DEFAULT_CLASSES)
+    if kind == "mix":
+        return MixWorkload(mix, cls, seed)
+    if kind == "burst":
+        return long_context_burst(n or 100, cls.get("xl", DEFAULT_CLASSES["xl"]), seed)
+    if kind == "shared_prefix":
+        return shared_prefix_set(n or 1000, prefixes, prefix_tokens=cls.get("short", 512) * 4, seed=seed)
+    if kind == "special":
+        return SpecialWorkload()
+    raise ConfigError(f"unknown workload {kind!r}; expected one of {', '.join(WORKLOADS)}")

@@ -1,0 +1,169 @@
+"""Allure helpers: phases as timed steps on the timeline, attachments, labels, results-dir files.
+
+Every text attachment goes through `redact`, which blanks the secrets registered with
+`register_secret` (and those of an Environment passed to `write_environment_properties`).
+All of it is a no-op outside an Allure-enabled run, so library code may call it freely.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+import allure
+from allure_commons import plugin_manager
+from allure_commons.model2 import Parameter
+
+from chaos.observe.timeline import Event, Timeline
+from chaos.report.results_dir import env_secrets, write_categories, write_environment_properties
+from chaos.report.tables import Table
+
+__all__ = [
+    "attach_json", "attach_log_tail", "attach_png", "attach_table", "attach_text", "env_secrets", "iso",
+    "labels", "phase", "redact", "register_secret", "tail", "title", "write_categories",
+    "write_environment_properties",
+]
+
+REDACTED = "***"
+_secrets: set[str] = set()
+_secrets_lock = threading.Lock()
+
+
+def register_secret(value: str | None) -> None:
+    """Never let `value` appear in an attachment (values shorter than 4 chars are ignored)."""
+    if value and len(value) >= 4:
+        with _secrets_lock:
+            _secrets.add(value)
+
+
+def redact(text: str) -> str:
+    """`text` with every registered secret replaced by ***."""
+    with _secrets_lock:
+        secrets = sorted(_secrets, key=len, reverse=True)
+    for s in secrets:
+        text = text.replace(s, REDACTED)
+    return text
+
+
+def iso(t: float) -> str:
+    """Epoch seconds as an ISO-8601 UTC timestamp with milliseconds."""
+    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _step_params_add(uuid: str, name: str, value: str) -> None:
+    # allure-pytest exposes no public way to add a parameter to a running step; reach its reporter,
+    # and if that ever changes the step simply lacks its end parameter.
+    for plugin in plugin_manager.get_plugins():
+        logger = getattr(plugin, "allure_logger", None)
+        get_item = getattr(logger, "get_item", None)
+        if get_item is None:
+            continue
+        with contextlib.suppress(Exception):
+            step = get_item(uuid)
+            if step is not None:
+                step.parameters.append(Parameter(name=name, value=value))
+
+
+@contextlib.contextmanager
+def phase(
+    name: str,
+    timeline: Timeline | None = None,
+    *,
+    t0: float | None = None,
+    clock: Callable[[], float] | None = None,
+    **detail: Any,
+) -> Iterator[Event]:
+    """An Allure step for one phase (steady state, inject, recover, revert, verify) that also
+    records a `phase` Event on the timeline; the event's detail gets end, duration_s and status."""
+    clock = clock or (timeline.clock if timeline is not None else time.time)
+    start = clock()
+    title = name if t0 is None else f"{name}  (t+{start - t0:.1f} s)"
+    event = (timeline.event("phase", name, t=start, **detail) if timeline is not None
+             else Event(start, "phase", name, dict(detail)))
+    ctx = allure.step(title)
+    ctx.params = {"start": f"{iso(start)} ({start:.3f})"}
+    status = "passed"
+    with ctx:
+        try:
+            yield event
+        except BaseException as e:
+            status = "failed" if isinstance(e, AssertionError) else "broken"
+            raise
+        finally:
+            end = clock()
+            event.detail.update(end=end, duration_s=end - start, status=status)
+            _step_params_add(str(ctx.uuid), "end", f"{iso(end)} ({end:.3f}, {end - start:.2f} s)")
+
+
+def labels(
+    *, epic: str | None = None, feature: str | None = None, story: str | None = None,
+    suite: str | None = None, severity: str | None = None, tags: Iterable[str] = (), **extra: str,
+) -> None:
+    """Set the Allure behaviour labels (epic / feature / story), suite, severity, tags and custom labels."""
+    if epic:
+        allure.dynamic.epic(epic)
+    if feature:
+        allure.dynamic.feature(feature)
+    if story:
+        allure.dynamic.story(story)
+    if suite:
+        allure.dynamic.suite(suite)
+    if severity:
+        allure.dynamic.severity(allure.severity_level(severity))
+    tags = list(tags)
+    if tags:
+        allure.dynamic.tag(*tags)
+    for k, v in extra.items():
+        allure.dynamic.label(k, v)
+
+
+def title(text: str, description: str | None = None) -> None:
+    """A readable test title (and markdown description) in the report."""
+    allure.dynamic.title(text)
+    if description:
+        allure.dynamic.description(description)
+
+
+def attach_png(data: bytes | str | Path, name: str = "timeline") -> None:
+    """Attach a PNG from bytes or a file path."""
+    if isinstance(data, (str, Path)):
+        data = Path(data).read_bytes()
+    allure.attach(data, name=name, attachment_type=allure.attachment_type.PNG)
+
+
+def attach_text(text: str, name: str) -> None:
+    allure.attach(redact(text), name=name, attachment_type=allure.attachment_type.TEXT)
+
+
+def attach_table(table: Table, name: str | None = None) -> None:
+    """Attach a table as HTML (rendered in the report) and as CSV (for spreadsheets)."""
+    name = name or table.title
+    allure.attach(redact(table.to_html()), name=name, attachment_type=allure.attachment_type.HTML)
+    allure.attach(redact(table.to_csv()), name=f"{name} (csv)", attachment_type=allure.attachment_type.CSV)
+
+
+def attach_json(obj: Any, name: str) -> None:
+    """Attach any JSON-able object (unknown types via str), pretty-printed."""
+    text = json.dumps(obj, indent=2, default=str, sort_keys=True)
+    allure.attach(redact(text), name=name, attachment_type=allure.attachment_type.JSON)
+
+
+def tail(source: str | Path | Iterable[str], lines: int = 200) -> str:
+    """The last `lines` lines of a file path, a string, or an iterable of lines."""
+    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and Path(source).is_file()):
+        with open(source, encoding="utf-8", errors="replace") as f:
+            return "".join(deque(f, maxlen=lines))
+    if isinstance(source, str):
+        return "\n".join(source.splitlines()[-lines:])
+    return "\n".join(str(x).rstrip("\n") for x in deque(source, maxlen=lines))
+
+
+def attach_log_tail(source: str | Path | Iterable[str], name: str = "log tail", lines: int = 200) -> None:
+    """Attach the last lines of a log (e.g. the hurt replica's), with secrets redacted."""
+    attach_text(tail(source, lines), f"{name} (last {lines} lines)")
+

@@ -1,0 +1,56 @@
+"""The end-of-run terminal summary: one line per suite with its key numbers.
+
+The plugin owns one SummaryCollector per session; suites call `add`/`count`; the plugin's
+`pytest_terminal_summary` writes `render()` line by line.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from chaos.report.tables import fmt
+
+HEADER = "llm-chaos summary"
+
+
+class SummaryCollector:
+    """Key numbers per suite, in the order suites first reported; thread-safe."""
+
+    def __init__(self) -> None:
+        self._suites: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, suite: str, **numbers: Any) -> None:
+        """Set numbers for a suite; a key given again replaces the earlier value."""
+        with self._lock:
+            self._suites.setdefault(suite, {}).update(numbers)
+
+    def count(self, suite: str, key: str, n: int | float = 1) -> None:
+        """Add `n` to a counter of the suite (e.g. passed, failed, scenarios)."""
+        with self._lock:
+            nums = self._suites.setdefault(suite, {})
+            nums[key] = nums.get(key, 0) + n
+
+    def worst(self, suite: str, key: str, value: float, *, higher_is_worse: bool = True) -> None:
+        """Keep the worst value seen for a key across the suite's scenarios (e.g. max recovery time)."""
+        with self._lock:
+            nums = self._suites.setdefault(suite, {})
+            old = nums.get(key)
+            if old is None or (value > old if higher_is_worse else value < old):
+                nums[key] = value
+
+    def suites(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            return {k: dict(v) for k, v in self._suites.items()}
+
+    def render(self) -> list[str]:
+        """Header plus one aligned line per suite; empty when nothing was reported."""
+        data = self.suites()
+        if not data:
+            return []
+        width = max(len(s) for s in data)
+        lines = [HEADER]
+        for suite, nums in data.items():
+            parts = " ".join(f"{k}={fmt(v)}" for k, v in nums.items())
+            lines.append(f"{suite.ljust(width)}  {parts}".rstrip())
+        return lines

@@ -1,0 +1,136 @@
+"""Assemble and run the gateway: settings, the aiohttp app, the RSS scraper, start/stop."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import AsyncIterator
+
+import aiohttp
+from aiohttp import web
+
+from chaos.env.model import BreakerPolicy
+from chaos.errors import ConfigError
+from chaos.stack.gateway.admin import Admin, GatewayMetrics
+from chaos.stack.gateway.policy import GatewayPolicy
+from chaos.stack.gateway.proxy import Proxy, Replica
+
+log = logging.getLogger("chaos.gateway")
+_RSS = re.compile(rb"^process_resident_memory_bytes(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M)
+
+
+@dataclass
+class GatewaySettings:
+    """Everything one gateway needs; built from an Environment or from flags (chaos.commands.gateway)."""
+
+    replicas: list[Replica]
+    policy: BreakerPolicy = field(default_factory=BreakerPolicy)
+    listen: str = "127.0.0.1:18100"
+    admin_token: str | None = field(default=None, repr=False)
+    hmac_key: bytes | None = field(default=None, repr=False)
+    hmac_window_s: float = 300.0
+    leak_hour_s: float = 3600.0
+    scrape_interval_s: float | None = None
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        if not self.replicas:
+            raise ConfigError("gateway: no replicas (give --stable/--canary URLs or targets in the environment)")
+        host, _, port = self.listen.rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError(f"gateway listen address: expected HOST:PORT, got {self.listen!r}")
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        host, _, port = self.listen.rpartition(":")
+        return host, int(port)
+
+    @property
+    def scrape_every_s(self) -> float:
+        if self.scrape_interval_s:
+            return self.scrape_interval_s
+        return max(0.5, min(5.0, self.policy.leak_window_s / 10))
+
+
+def parse_rss(text: bytes) -> float | None:
+    """process_resident_memory_bytes from a Prometheus text page, None when absent."""
+    m = _RSS.search(text)
+    return float(m.group(1)) if m else None
+
+
+async def _background(app: web.Application) -> None:
+    """Every scrape interval: read each replica's RSS, and let the rollback window age."""
+    settings: GatewaySettings = app["settings"]
+    policy: GatewayPolicy = app["policy"]
+    session: aiohttp.ClientSession = app["proxy"].session
+    timeout = aiohttp.ClientTimeout(total=min(2.0, settings.scrape_every_s))
+    while True:
+        policy.tick()
+        for r in settings.replicas:
+            try:
+                async with session.get(r.url + "/metrics", timeout=timeout) as resp:
+                    rss = parse_rss(await resp.read()) if resp.status == 200 else None
+            except (aiohttp.ClientError, asyncio.TimeoutError):
+                rss = None
+            if rss:
+                policy.observe_rss(r.pool, r.name, rss)
+        await asyncio.sleep(settings.scrape_every_s)
+
+
+def build_app(settings: GatewaySettings, policy: GatewayPolicy | None = None) -> web.Application:
+    """The aiohttp application: admin + metrics routes, then everything else proxied."""
+    policy = policy or GatewayPolicy(settings.policy, leak_hour_s=settings.leak_hour_s)
+    metrics = GatewayMetrics(policy)
+    proxy = Proxy(settings.replicas, policy, hmac_key=settings.hmac_key, hmac_window_s=settings.hmac_window_s,
+                  normalize=settings.policy.normalize_unicode, metrics=metrics)
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app["settings"], app["policy"], app["proxy"], app["metrics"] = settings, policy, proxy, metrics
+    app.add_routes(Admin(policy, metrics, settings.admin_token).routes())
+    app.router.add_route("*", "/{tail:.*}", proxy.handle)
+    policy.listeners.append(lambda tr: log.info("pool %s: %s -> %s (%s)", tr.name, tr.src.value, tr.dst.value, tr.reason))
+
+    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        timeout = aiohttp.ClientTimeout(total=None, connect=settings.connect_timeout_s,
+                                        sock_read=settings.read_timeout_s)
+        proxy.session = aiohttp.ClientSession(timeout=timeout, auto_decompress=False,
+                                              connector=aiohttp.TCPConnector(limit=0))
+        task = asyncio.create_task(_background(app))
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await proxy.session.close()
+
+    app.cleanup_ctx.append(lifecycle)
+    return app
+
+
+@contextlib.asynccontextmanager
+async def serve(settings: GatewaySettings, policy: GatewayPolicy | None = None) -> AsyncIterator[str]:
+    """Run the gateway inside the current event loop; yields its base URL (port 0 = any free port)."""
+    app = build_app(settings, policy)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    host, port = settings.host_port
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+        addr = runner.addresses[0]
+        yield f"http://{addr[0]}:{addr[1]}"
+    finally:
+        await runner.cleanup()
+
+
+def run(settings: GatewaySettings) -> None:
+    """Serve until interrupted (the `chaos gateway` command)."""
+    host, port = settings.host_port
+    pools = ", ".join(f"{r.pool}/{r.name}={r.url}" for r in settings.replicas)
+    log.info("gateway on %s:%d over %s (hmac %s)", host, port, pools, "on" if settings.hmac_key else "off")
+    try:
+        web.run_app(build_app(settings), host=host, port=port, access_log=None, print=None,
+                    handle_signals=True)
+    except OSError as e:
+        raise ConfigError(f"gateway listen address {settings.listen}: {e.strerror or e}") from None

@@ -1,0 +1,170 @@
+"""The proxy itself: OpenAI-compatible pass-through (SSE streaming included) over two pools.
+
+Every response carries `Cache-Control: no-store`, `x-served-by: <pool>/<replica>` and the
+request's `x-request-id` (the client's, else a new one). What the breaker counts as a failure:
+no response (connect error, disconnect), a 5xx or 429, an error chunk inside a 200 stream
+(`data: {"error": ...}`) or a stream the upstream cut. An error is an OOM when its text says so
+(vLLM: "CUDA out of memory"; see policy.is_oom). Retry rule: a connection error before any
+byte came back is retried ONCE on another replica of the same pool; the failed attempt is still
+counted in the pool's window so the breaker sees it.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+
+import aiohttp
+from aiohttp import web
+
+from chaos.resilience.signing import NonceCache, SignatureError, verify
+from chaos.stack.gateway.normalize import normalize_body
+from chaos.stack.gateway.policy import POOLS, STABLE, GatewayPolicy, is_oom
+
+log = logging.getLogger("chaos.gateway")
+
+INFERENCE_PATHS = frozenset({"/v1/completions", "/v1/chat/completions"})
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+                        "transfer-encoding", "upgrade", "content-length", "host"})
+SIGNING_HEADERS = frozenset({"x-chaos-timestamp", "x-chaos-nonce", "x-chaos-signature"})
+RETRYABLE = (aiohttp.ClientConnectorError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One upstream replica: a name for x-served-by, its base URL and its pool."""
+
+    name: str
+    url: str
+    pool: str = STABLE
+
+
+def error_json(status: int, message: str, kind: str) -> bytes:
+    """A vLLM-shaped error body."""
+    return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": status}}).encode()
+
+
+class Proxy:
+    """Routes, forwards and accounts for one request at a time (state lives in GatewayPolicy)."""
+
+    def __init__(self, replicas: list[Replica], policy: GatewayPolicy, *, hmac_key: bytes | None = None,
+                 hmac_window_s: float = 300.0, normalize: bool = True, metrics=None) -> None:
+        self.pools = {p: [r for r in replicas if r.pool == p] for p in POOLS}
+        self.present = {p for p, rs in self.pools.items() if rs}
+        self._rr = {p: itertools.count() for p in POOLS}
+        self.policy = policy
+        self._key = hmac_key
+        self.hmac_window_s = hmac_window_s
+        self.nonces = NonceCache(hmac_window_s)
+        self.normalize = normalize
+        self.metrics = metrics
+        self.session: aiohttp.ClientSession | None = None
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        rid = request.headers.get("x-request-id") or uuid.uuid4().hex
+        if self._key is not None:
+            try:
+                verify(self._key, request.method, request.raw_path, body, request.headers,
+                       window_s=self.hmac_window_s, nonces=self.nonces)
+            except SignatureError as e:
+                if self.metrics:
+                    self.metrics.rejected(str(e))
+                return self._plain(401, error_json(401, f"gateway: {e}", "Unauthorized"), rid, "gateway/hmac")
+        inference = request.method == "POST" and request.path in INFERENCE_PATHS
+        if inference and self.normalize:
+            body = normalize_body(body)
+        if inference:
+            pool, permit = self.policy.route(self.present)
+        else:
+            pool, permit = (STABLE if STABLE in self.present else next(iter(self.present))), None
+        return await self._forward(request, body, rid, pool, permit)
+
+    def _pick(self, pool: str, exclude: Replica | None = None) -> Replica | None:
+        reps = [r for r in self.pools[pool] if r is not exclude]
+        return reps[next(self._rr[pool]) % len(reps)] if reps else None
+
+    def _upstream_headers(self, request: web.Request, rid: str) -> dict[str, str]:
+        h = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP and k.lower() not in SIGNING_HEADERS}
+        h["x-request-id"] = rid
+        return h
+
+    def _plain(self, status: int, body: bytes, rid: str, served_by: str) -> web.Response:
+        return web.Response(status=status, body=body, content_type="application/json",
+                            headers={"Cache-Control": "no-store", "x-served-by": served_by, "x-request-id": rid})
+
+    def _account(self, pool: str, replica: Replica, ok: bool, t0: float, permit: str | None, oom: bool = False) -> None:
+        latency = time.monotonic() - t0
+        self.policy.record(pool, ok, latency, permit, oom=oom)
+        if self.metrics:
+            self.metrics.request(pool, replica.name, ok, latency)
+
+    async def _forward(self, request: web.Request, body: bytes, rid: str, pool: str,
+                       permit: str | None) -> web.StreamResponse:
+        assert self.session is not None, "Proxy.session is set by the app on startup"
+        replica, tried = self._pick(pool), None
+        headers = self._upstream_headers(request, rid)
+        while replica is not None:
+            t0 = time.monotonic()
+            try:
+                async with self.session.request(request.method, replica.url + request.raw_path,
+                                                data=body, headers=headers) as up:
+                    return await self._relay(request, up, rid, pool, replica, t0, permit)
+            except RETRYABLE as e:
+                self._account(pool, replica, False, t0, permit)
+                log.warning("upstream %s/%s unreachable: %s", pool, replica.name, type(e).__name__)
+                tried, replica = replica, (self._pick(pool, exclude=replica) if tried is None else None)
+                last = e
+            except asyncio.TimeoutError:
+                self._account(pool, replica, False, t0, permit)
+                return self._plain(504, error_json(504, "gateway: upstream timed out", "GatewayTimeout"),
+                                   rid, f"{pool}/{replica.name}")
+        name = tried.name if tried else "none"
+        msg = f"gateway: upstream {pool}/{name} unreachable ({type(last).__name__})" if tried else f"gateway: pool {pool} has no replicas"
+        return self._plain(502, error_json(502, msg, "BadGateway"), rid, f"{pool}/{name}")
+
+    def _response_headers(self, up: aiohttp.ClientResponse, rid: str, served_by: str) -> dict[str, str]:
+        h = {k: v for k, v in up.headers.items() if k.lower() not in HOP_BY_HOP}
+        h.update({"Cache-Control": "no-store", "x-served-by": served_by, "x-request-id": rid})
+        return h
+
+    async def _relay(self, request: web.Request, up: aiohttp.ClientResponse, rid: str, pool: str,
+                     replica: Replica, t0: float, permit: str | None) -> web.StreamResponse:
+        headers = self._response_headers(up, rid, f"{pool}/{replica.name}")
+        failed_status = up.status >= 500 or up.status == 429
+        if not up.content_type.startswith("text/event-stream"):
+            try:
+                data = await up.read()
+            except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+                self._account(pool, replica, False, t0, permit)
+                return self._plain(502, error_json(502, f"gateway: upstream cut the response ({type(e).__name__})",
+                                                   "BadGateway"), rid, f"{pool}/{replica.name}")
+            self._account(pool, replica, not failed_status, t0, permit, oom=failed_status and is_oom(data))
+            return web.Response(status=up.status, body=data, headers=headers)
+        resp = web.StreamResponse(status=up.status, headers=headers)
+        await resp.prepare(request)
+        tail, error_chunk, oom = b"", False, False
+        try:
+            async for chunk in up.content.iter_any():
+                seen = tail + chunk
+                if error_chunk or b'{"error"' in seen:
+                    error_chunk = True
+                    oom = oom or is_oom(seen)
+                tail = seen[-64:]
+                try:
+                    await resp.write(chunk)
+                except ConnectionResetError:
+                    return resp  # the client went away: not the upstream's failure
+        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+            self._account(pool, replica, False, t0, permit)
+            log.warning("upstream %s/%s cut the stream: %s", pool, replica.name, type(e).__name__)
+            if request.transport is not None:
+                request.transport.close()  # the client must see a cut, not a clean end
+            return resp
+        self._account(pool, replica, not (failed_status or error_chunk), t0, permit, oom=oom)
+        await resp.write_eof()
+        return resp

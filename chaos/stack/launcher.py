@@ -1,0 +1,196 @@
+"""The embedded stack: a real Toxiproxy, simulator replicas (processes or containers), the gateway.
+
+    client -> toxiproxy[client] -> gateway -> toxiproxy[replica-x] -> replica-x (TP engine)
+                                                    replica-x engine -> toxiproxy[rank link] -> rank worker
+
+Everything started here is written to the state dir (pidfiles, logs) so `chaos cleanup` can reap
+it after a SIGKILLed run; teardown always runs in reverse order of start.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable
+
+from chaos.env import Environment
+from chaos.errors import StackError
+from chaos.stack.toxiproxy import ToxiproxyServer
+from chaos.targets import Target, make_target
+from chaos.targets import _proc
+from chaos.targets.process import ProcessTarget
+
+READY_TIMEOUT_S = 60.0
+
+
+def completion_ok(api: str, model: str, timeout: float = 5.0, api_key: str | None = None) -> bool:
+    """True when a tiny real completion succeeds through `api` (the truth about readiness)."""
+    body = json.dumps({"model": model, "prompt": "ping", "max_tokens": 2}).encode()
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    req = urllib.request.Request(f"{api.rstrip('/')}/v1/completions", data=body, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status == 200 and bool(json.loads(r.read()).get("choices"))
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+class EmbeddedStack:
+    """Starts and stops the stack an embedded Environment describes."""
+
+    def __init__(self, env: Environment, *, run_id: str | None = None,
+                 log: Callable[[str], None] = lambda s: None) -> None:
+        if env.embedded == "none":
+            raise StackError(f"environment {env.name!r} is not embedded (embedded: none); nothing to start")
+        self.env = env
+        self.run_id = run_id or f"{env.name}-{uuid.uuid4().hex[:8]}"
+        self.state_dir = Path(env.state_dir)
+        self.log = log
+        self.toxiproxy: ToxiproxyServer | None = None
+        self.targets: dict[str, Target] = {}
+        self.gateway: ProcessTarget | None = None
+        self.started_at: float | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def up(self, timeout: float = READY_TIMEOUT_S) -> "EmbeddedStack":
+        """Start everything and wait until a real completion succeeds through the client proxy."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.started_at = time.time()
+        try:
+            self._start_toxiproxy()
+            self._start_targets(timeout)
+            self._start_gateway(timeout)
+            self.wait_serving(timeout)
+        except BaseException:
+            self.down()
+            raise
+        self._write_status()
+        return self
+
+    def _start_toxiproxy(self) -> None:
+        if self.env.toxiproxy is None:
+            return
+        self.toxiproxy = ToxiproxyServer.for_api(self.env.toxiproxy.api, log_path=self.state_dir / "toxiproxy.log")
+        self.toxiproxy.start()
+        assert self.toxiproxy.proc is not None
+        self._pidfile("toxiproxy", self.toxiproxy.proc.pid)
+        self.toxiproxy.create_proxies(self.env.toxiproxy.proxies)
+        self.log(f"toxiproxy up on {self.toxiproxy.api} with {len(self.env.toxiproxy.proxies)} proxies")
+
+    def _start_targets(self, timeout: float) -> None:
+        for cfg in self.env.targets:
+            self.targets[cfg.name] = make_target(cfg, run_id=self.run_id, state_dir=self.state_dir, env=self.env)
+        for t in self.targets.values():
+            t.start()
+        with ThreadPoolExecutor(max_workers=max(1, len(self.targets))) as pool:
+            list(pool.map(lambda t: t.wait_healthy(timeout), self.targets.values()))
+        self.log(f"replicas healthy: {', '.join(self.targets)}")
+
+    def _start_gateway(self, timeout: float) -> None:
+        if self.env.gateway is None:
+            return
+        host, port = self.env.gateway.listen.rsplit(":", 1)
+        cmd = [sys.executable, "-m", "chaos.cli", "gateway", "--env", self.env.source]
+        self.gateway = ProcessTarget("gateway", cmd, host=host, port=int(port), restart_policy="always",
+                                     state_dir=self.state_dir, run_id=self.run_id)
+        self.gateway.start()
+        self.gateway.wait_healthy(timeout)
+        self.log(f"gateway up on {self.env.gateway.listen}")
+
+    def wait_serving(self, timeout: float = READY_TIMEOUT_S) -> float:
+        """Block until a real completion succeeds at the client endpoint; returns seconds waited."""
+        t0 = time.monotonic()
+        deadline = t0 + timeout
+        while time.monotonic() < deadline:
+            if completion_ok(self.env.endpoints.api, self.env.endpoints.model, api_key=self.env.endpoints.api_key):
+                return time.monotonic() - t0
+            time.sleep(0.1)
+        raise StackError(f"stack {self.env.name!r}: no completion succeeded at {self.env.endpoints.api} "
+                         f"within {timeout:g}s; logs in {self.state_dir}")
+
+    def down(self) -> None:
+        """Stop everything that was started, in reverse order; never raises for one stuck part."""
+        errors: list[str] = []
+        if self.gateway is not None:
+            errors += _attempt(lambda: self.gateway.remove() if self.gateway else None, "gateway")
+            self.gateway = None
+        for name, t in reversed(list(self.targets.items())):
+            errors += _attempt(lambda t=t: (t.resume() if t.paused() else None), name)
+            errors += _attempt(t.remove, name)
+        self.targets.clear()
+        if self.toxiproxy is not None:
+            errors += _attempt(self.toxiproxy.stop, "toxiproxy")
+            self.toxiproxy = None
+        (self.state_dir / "targets" / "toxiproxy.pid").unlink(missing_ok=True)
+        (self.state_dir / "stack.json").unlink(missing_ok=True)
+        if errors:
+            self.log("teardown problems: " + "; ".join(errors))
+
+    def __enter__(self) -> "EmbeddedStack":
+        return self.up()
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    # -- state ---------------------------------------------------------------------------------
+    def target(self, name: str) -> Target:
+        if name not in self.targets:
+            raise StackError(f"stack has no target {name!r} (targets: {', '.join(self.targets) or 'none'})")
+        return self.targets[name]
+
+    def request_logs(self) -> list[Path]:
+        """The simulator request logs (ground truth) of every replica."""
+        return sorted(self.state_dir.glob("*.requests.jsonl"))
+
+    def _pidfile(self, name: str, pid: int) -> None:
+        d = self.state_dir / "targets"
+        d.mkdir(parents=True, exist_ok=True)
+        info = {"target": name, "pid": pid, "pgid": pid, "start": _proc.start_time(pid), "run_id": self.run_id,
+                "owner": {"pid": os.getpid(), "start": _proc.start_time(os.getpid())}}
+        (d / f"{name}.pid").write_text(json.dumps(info))
+
+    def _write_status(self) -> None:
+        status = {"run_id": self.run_id, "env": self.env.name, "started_at": self.started_at, "owner": os.getpid(),
+                  "api": self.env.endpoints.api, "targets": {n: t.pid() for n, t in self.targets.items()}}
+        (self.state_dir / "stack.json").write_text(json.dumps(status))
+
+
+def _attempt(fn: Callable[[], object], what: str) -> list[str]:
+    try:
+        fn()
+        return []
+    except Exception as e:  # teardown goes on: one stuck part must not leave the rest running
+        return [f"{what}: {e}"]
+
+
+def status(env: Environment) -> dict[str, object]:
+    """What answers right now: toxiproxy, each replica's /health, the gateway, a real completion."""
+    from chaos.targets.base import http_health
+
+    out: dict[str, object] = {}
+    if env.toxiproxy is not None:
+        out["toxiproxy"] = _get_ok(f"{env.toxiproxy.api}/version")
+    for t in env.targets:
+        out[t.name] = http_health(t.host, t.port)
+    if env.gateway is not None:
+        host, port = env.gateway.listen.rsplit(":", 1)
+        out["gateway"] = http_health(host, int(port))
+    out["completion"] = completion_ok(env.endpoints.api, env.endpoints.model, timeout=3.0,
+                                      api_key=env.endpoints.api_key)
+    return out
+
+
+def _get_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2.0) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False

@@ -1,0 +1,39 @@
+"""Ground-truth request log: one JSON line per request (`--request-log PATH`).
+
+Fields: request_id (the client's x-request-id, else generated), t_arrival, t_scheduled,
+t_first_token, t_finish (time.time() epoch seconds, null when the phase never happened),
+prompt_tokens, output_tokens, status (HTTP status sent), outcome (stop|length|abort|error|
+rejected), model, stream. Lines are buffered and flushed every 50 ms and at close.
+"""
+from __future__ import annotations
+
+import json
+from typing import IO, Any
+
+
+class RequestLog:
+    """Buffered JSONL writer; `flush()` is called by a periodic task and at exit."""
+
+    def __init__(self, path: str | None) -> None:
+        self._fh: IO[str] | None = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
+        self._buf: list[str] = []
+
+    @property
+    def enabled(self) -> bool:
+        return self._fh is not None
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self._fh is not None:
+            self._buf.append(json.dumps(record, separators=(",", ":")))
+
+    def flush(self) -> None:
+        if self._fh is not None and self._buf:
+            self._fh.write("\n".join(self._buf) + "\n")
+            self._buf.clear()
+            self._fh.flush()
+
+    def close(self) -> None:
+        self.flush()
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None

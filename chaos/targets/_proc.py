@@ -1,0 +1,93 @@
+"""Linux /proc helpers: process state, process group members, identity (pid + start time)."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Callable
+
+
+def proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """(state letter, pgrp, starttime ticks) of pid, or None if it does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read().decode(errors="replace")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    rest = raw[raw.rindex(")") + 2:].split()
+    return rest[0], int(rest[2]), int(rest[19])
+
+
+def state(pid: int) -> str | None:
+    st = proc_stat(pid)
+    return st[0] if st else None
+
+
+def start_time(pid: int) -> int | None:
+    st = proc_stat(pid)
+    return st[2] if st else None
+
+
+def alive(pid: int, start: int | None = None) -> bool:
+    """True if pid exists, is not a zombie and (when given) has the same start time."""
+    st = proc_stat(pid)
+    if st is None or st[0] in ("Z", "X"):
+        return False
+    return start is None or st[2] == start
+
+
+def group_pids(pgid: int) -> list[int]:
+    """Every live pid whose process group is pgid."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = proc_stat(int(name))
+            if st and st[1] == pgid and st[0] not in ("Z", "X"):
+                out.append(int(name))
+    return sorted(out)
+
+
+def cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def children(pid: int) -> list[int]:
+    """All descendants of pid (recursive)."""
+    parents: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    raw = f.read().decode(errors="replace")
+            except OSError:
+                continue
+            ppid = int(raw[raw.rindex(")") + 2:].split()[1])
+            parents.setdefault(ppid, []).append(int(name))
+    out, todo = [], [pid]
+    while todo:
+        for c in parents.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return sorted(out)
+
+
+def kill_group(pgid: int, *, timeout: float = 5.0, sleep: Callable[[float], None] = time.sleep) -> None:
+    """SIGCONT + SIGTERM a process group, then SIGKILL whatever is left after timeout."""
+    for sig in (signal.SIGCONT, signal.SIGTERM):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not group_pids(pgid):
+            return
+        sleep(0.05)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,227 @@
+"""DockerTarget: a container on the local engine or a remote DOCKER_HOST, labelled with the run id.
+
+rank_pids(): on a local engine these are HOST pids from `docker top` (so os.kill and /proc work); on a
+remote engine they are CONTAINER pids found with `ps` through exec, and signals go through exec too.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal as _signal
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from chaos.errors import TargetError
+from chaos.targets import _proc
+from chaos.targets.base import http_health, wait_until
+
+LABEL_RUN, LABEL_TARGET, LABEL_STATE = "llm-chaos.run-id", "llm-chaos.target", "llm-chaos.state-dir"
+RANK_RE = re.compile(r"(?:chaos-sim-rank|VllmWorker|VLLM::Worker)[-_ ]*(?:TP)?(\d+)")
+
+
+def client_for(docker_host: str | None = None) -> Any:
+    """A docker SDK client: the explicit host, else DOCKER_HOST/the local socket (TargetError if down)."""
+    import docker
+
+    try:
+        c = docker.DockerClient(base_url=docker_host, timeout=60) if docker_host else docker.from_env(timeout=60)
+        c.ping()
+        return c
+    except Exception as e:
+        raise TargetError(f"docker engine {docker_host or os.environ.get('DOCKER_HOST', 'local')} not reachable: {e}") from None
+
+
+class DockerTarget:
+    """One container; created on start() with labels, restart policy, host network, ipc, shm and GPUs."""
+
+    def __init__(self, name: str, image: str, *, args: list[str] | None = None, port: int, host: str = "127.0.0.1",
+                 container_name: str | None = None, docker_host: str | None = None, run_id: str = "local",
+                 state_dir: str | os.PathLike[str] = ".state", restart_policy: str = "always", gpus: int | str = 0,
+                 ipc_host: bool = False, shm_size: str | None = None, env: dict[str, str] | None = None,
+                 volumes: dict[str, dict[str, str]] | None = None, client: Any = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.name, self.image, self.args, self.port, self.host = name, image, list(args or []), port, host
+        self.container_name = container_name or f"chaos-{run_id}-{name}"
+        self.docker_host = docker_host
+        self.run_id, self.state_dir, self.restart_policy = run_id, Path(state_dir), restart_policy
+        self.gpus, self.ipc_host, self.shm_size, self.env, self.volumes = gpus, ipc_host, shm_size, dict(env or {}), volumes
+        self._client = client
+        self._sleep = sleep
+        self._container: Any = None
+        self._manual_restarts = 0
+        host_env = docker_host or os.environ.get("DOCKER_HOST", "")
+        self.remote = bool(host_env) and not host_env.startswith("unix://")
+
+    def __repr__(self) -> str:
+        return f"DockerTarget({self.name!r}, container={self.container_name!r})"
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = client_for(self.docker_host)
+        return self._client
+
+    @property
+    def container(self) -> Any:
+        if self._container is None:
+            import docker
+
+            try:
+                self._container = self.client.containers.get(self.container_name)
+            except docker.errors.NotFound:
+                raise TargetError(f"container {self.container_name} does not exist (not started?)", target=self.name) from None
+        self._container.reload()
+        return self._container
+
+    def labels(self) -> dict[str, str]:
+        return {LABEL_RUN: self.run_id, LABEL_TARGET: self.name, LABEL_STATE: str(self.state_dir.resolve())}
+
+    def _run_kwargs(self) -> dict[str, Any]:
+        import docker
+
+        policy: dict[str, Any] = {"Name": self.restart_policy}
+        kw: dict[str, Any] = dict(image=self.image, command=self.args or None, name=self.container_name, detach=True,
+                                  labels=self.labels(), restart_policy=policy, network_mode="host",
+                                  environment=self.env, init=False)
+        if self.ipc_host:
+            kw["ipc_mode"] = "host"
+        if self.shm_size:
+            kw["shm_size"] = self.shm_size
+        if self.volumes:
+            kw["volumes"] = self.volumes
+        if self.gpus:
+            count = -1 if self.gpus == "all" else int(self.gpus)
+            kw["device_requests"] = [docker.types.DeviceRequest(count=count, capabilities=[["gpu"]])]
+        return kw
+
+    def start(self) -> None:
+        """Create and start the container; a leftover of ours with the same name is replaced."""
+        import docker
+
+        try:
+            old = self.client.containers.get(self.container_name)
+        except docker.errors.NotFound:
+            old = None
+        if old is not None:
+            if LABEL_TARGET not in (old.labels or {}):
+                raise TargetError(f"a container named {self.container_name} exists and is not ours (no llm-chaos labels)",
+                                  target=self.name)
+            if old.labels.get(LABEL_RUN) == self.run_id and old.status == "running":
+                self._container = old
+                return
+            old.remove(force=True)
+        try:
+            self._container = self.client.containers.run(**self._run_kwargs())
+        except docker.errors.ImageNotFound:
+            raise TargetError(f"image {self.image} not found on the engine (build it: scripts/build-image.sh)",
+                              target=self.name) from None
+        except docker.errors.APIError as e:
+            raise TargetError(f"cannot start container: {e.explanation or e}", target=self.name) from None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        c = self.container
+        if c.status == "paused":
+            c.unpause()
+        c.stop(timeout=int(timeout))
+
+    def remove(self) -> None:
+        """Delete the container (force)."""
+        import docker
+
+        try:
+            self.client.containers.get(self.container_name).remove(force=True)
+        except docker.errors.NotFound:
+            pass
+        self._container = None
+
+    def restart(self) -> None:
+        c = self.container
+        if c.status == "paused":
+            c.unpause()
+        c.restart(timeout=10)
+        self._manual_restarts += 1
+
+    def kill(self, sig: int = _signal.SIGKILL) -> None:
+        """Local engine: signal the container's init process from the host, so Docker sees a crash and
+        applies the restart policy (`docker kill` counts as a manual stop). Remote: `docker kill`."""
+        c = self.container
+        pid = c.attrs["State"]["Pid"]
+        if not self.remote and pid and _proc.alive(pid):
+            os.kill(pid, sig)
+        else:
+            c.kill(signal=int(sig))
+
+    def pause(self) -> None:
+        self.container.pause()
+
+    def resume(self) -> None:
+        self.container.unpause()
+
+    def paused(self) -> bool:
+        return self.container.status == "paused"
+
+    def is_running(self) -> bool:
+        return self.container.status in ("running", "paused")
+
+    def pid(self) -> int | None:
+        pid = self.container.attrs["State"]["Pid"]
+        return int(pid) if pid else None
+
+    def restart_count(self) -> int:
+        return int(self.container.attrs.get("RestartCount", 0)) + self._manual_restarts
+
+    def health(self) -> bool:
+        return http_health(self.host, self.port)
+
+    def wait_healthy(self, timeout: float = 60.0) -> None:
+        wait_until(self.health, timeout, what="/health 200", target=self.name, sleep=self._sleep, logs=lambda: self.logs(20))
+
+    def logs(self, tail: int = 100) -> str:
+        return self.container.logs(tail=tail).decode(errors="replace")
+
+    def exec(self, cmd: list[str]) -> tuple[int, str]:
+        rc, out = self.container.exec_run(cmd)
+        return int(rc), out.decode(errors="replace")
+
+    def _processes(self) -> list[tuple[int, str]]:
+        if self.remote:
+            rc, out = self.exec(["ps", "-eo", "pid=,args="])
+            return [(int(line.split(None, 1)[0]), line.split(None, 1)[1]) for line in out.splitlines()
+                    if line.strip() and len(line.split(None, 1)) == 2]
+        top = self.container.top()
+        titles = top["Titles"]
+        ip, ic = titles.index("PID"), titles.index("CMD") if "CMD" in titles else len(titles) - 1
+        return [(int(p[ip]), p[ic]) for p in top["Processes"]]
+
+    def rank_pids(self) -> list[int]:
+        """Simulator: [engine pid] + rank workers; vLLM: the worker processes ordered by rank."""
+        procs = self._processes()
+        ranked = sorted((int(m.group(1)), pid) for pid, cmd in procs if (m := RANK_RE.search(cmd)))
+        workers = [pid for _, pid in ranked]
+        if any("Vllm" in cmd or "VLLM" in cmd for _, cmd in procs if RANK_RE.search(cmd)):
+            return workers
+        mains = [pid for pid, cmd in procs if ("chaos sim" in cmd or "chaos.stack.sim" in cmd) and not RANK_RE.search(cmd)]
+        main = mains[-1] if mains else self.pid()
+        return ([main] if main else []) + workers
+
+    def signal(self, pid: int, sig: int) -> None:
+        if self.remote:
+            rc, out = self.exec(["kill", f"-{_signal.Signals(sig).name[3:]}", str(pid)])
+            if rc != 0:
+                raise TargetError(f"kill -{sig} {pid} in container failed: {out.strip()}", target=self.name)
+        else:
+            os.kill(pid, sig)
+
+    def proc_state(self, pid: int) -> str | None:
+        if not self.remote:
+            return _proc.state(pid)
+        rc, out = self.exec(["cat", f"/proc/{pid}/stat"])
+        return out[out.rindex(")") + 2:].split()[0] if rc == 0 and ")" in out else None
+
+    def __enter__(self) -> "DockerTarget":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()

@@ -1,0 +1,118 @@
+"""Run any client against the Recorder and judge its backoff: a Python callable or a shell command.
+
+The three phases run at once on separate recorder slots (so a check takes as long as the slowest):
+  retry          N copies, the first K attempts of each logical request fail in the chosen way
+  give_up        one copy, every attempt fails: it must stop within max_attempts and the deadline
+  non_retryable  one copy, every attempt gets a 400: it must not retry
+A callable gets the base URL of its slot and makes one logical request. A command template gets
+`{base_url}` replaced by that URL and runs under /bin/sh in its own process group.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from typing import Any, Callable, Sequence
+
+from chaos.env.model import RetryPolicy
+from chaos.errors import ConfigError
+from chaos.verify.backoff import ClientRun, judge
+from chaos.verify.recorder import RETRYABLE_FAILURES, Recorder
+from chaos.verify.verdict import Verdict
+
+ClientFn = Callable[[str], Any]
+PHASES = ("retry", "give_up", "non_retryable")
+_PREFIX = {"retry": "r", "give_up": "g", "non_retryable": "n"}
+
+
+def check_backoff(client: ClientFn | str, policy: RetryPolicy, *, failure: str = "503", fail_first: int = 3,
+                  retry_after: float | None = None, clients: int = 4, time_limit_s: float | None = None,
+                  phases: Sequence[str] = PHASES, model: str = "sim-model", **judge_kw: Any) -> Verdict:
+    """Start a recorder, run the client in every phase, and return the verdict (rows per rule)."""
+    if failure not in RETRYABLE_FAILURES:
+        raise ConfigError(f"--failure: expected one of {', '.join(RETRYABLE_FAILURES)}, got {failure!r}")
+    if clients < 1:
+        raise ConfigError(f"--clients: expected at least 1, got {clients}")
+    if isinstance(client, str) and "{base_url}" not in client:
+        raise ConfigError("--client-cmd: the command template must contain {base_url}")
+    unknown = set(phases) - set(PHASES)
+    if unknown:
+        raise ConfigError(f"phases: unknown {sorted(unknown)}; known: {', '.join(PHASES)}")
+    limit = time_limit_s if time_limit_s is not None else policy.deadline_s + 5.0
+    with Recorder(failure, fail_first, retry_after=retry_after, hold_s=limit + 5.0, model=model) as rec:
+        slots: list[str] = []
+        if "retry" in phases:
+            slots += [f"r{i}" for i in range(clients)]
+        if "give_up" in phases:
+            rec.configure(failure, None, retry_after=retry_after, slot="g0")
+            slots.append("g0")
+        if "non_retryable" in phases:
+            rec.configure("400", None, slot="n0")
+            slots.append("n0")
+        runs = _run_all(client, rec, slots, limit)
+        arrivals = [a for a in rec.arrivals() if a.action not in ("health", "models")]
+    grouped = {p: [a for a in arrivals if a.slot.startswith(_PREFIX[p])] for p in phases}
+    v = judge(grouped, policy, runs=runs, **judge_kw)
+    v.data["scenario"] = {"failure": failure, "fail_first": fail_first, "retry_after": retry_after,
+                          "clients": clients, "client": client if isinstance(client, str) else repr(client)}
+    return v
+
+
+def _run_all(client: ClientFn | str, rec: Recorder, slots: list[str], limit: float) -> list[ClientRun]:
+    if isinstance(client, str):
+        return _run_commands(client, rec, slots, limit)
+    return _run_callables(client, rec, slots, limit)
+
+
+def _run_callables(fn: ClientFn, rec: Recorder, slots: list[str], limit: float) -> list[ClientRun]:
+    done: dict[str, tuple[float, str]] = {}
+    t0 = time.perf_counter()
+
+    def body(slot: str) -> None:
+        out = ""
+        try:
+            fn(rec.slot_url(slot))
+        except Exception as e:  # a client may give up by raising; that is its business
+            out = f"{type(e).__name__}: {e}"[:300]
+        done[slot] = (time.perf_counter() - t0, out)
+
+    threads = [threading.Thread(target=body, args=(s,), name=f"backoff-client-{s}", daemon=True) for s in slots]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(max(0.0, limit - (time.perf_counter() - t0)))
+    end = time.perf_counter() - t0
+    return [ClientRun(s, s in done, done.get(s, (end, ""))[0], None, done.get(s, (0, ""))[1]) for s in slots]
+
+
+def _run_commands(template: str, rec: Recorder, slots: list[str], limit: float) -> list[ClientRun]:
+    t0 = time.perf_counter()
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    for s in slots:
+        cmd = template.replace("{base_url}", rec.slot_url(s))
+        procs[s] = subprocess.Popen(["/bin/sh", "-c", cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+    runs: list[ClientRun] = []
+    for s, p in procs.items():
+        remaining = max(0.0, limit - (time.perf_counter() - t0))
+        try:
+            out, _ = p.communicate(timeout=remaining)
+            runs.append(ClientRun(s, True, time.perf_counter() - t0, p.returncode, _tail(out)))
+        except subprocess.TimeoutExpired:
+            _kill_group(p)
+            out, _ = p.communicate()
+            runs.append(ClientRun(s, False, time.perf_counter() - t0, p.returncode, _tail(out)))
+    return runs
+
+
+def _kill_group(p: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGKILL)  # the session we created for this command only
+    except ProcessLookupError:
+        pass
+
+
+def _tail(out: bytes | None) -> str:
+    return (out or b"")[-400:].decode("utf-8", "replace").strip()

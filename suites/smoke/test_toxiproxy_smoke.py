@@ -1,0 +1,75 @@
+"""Smoke: the real Toxiproxy server starts, proxies a local echo server, and a latency toxic applies."""
+from __future__ import annotations
+
+import socket
+import socketserver
+import statistics
+import threading
+import time
+from typing import Iterator
+
+import allure
+import pytest
+
+from chaos.faults.network import latency
+from chaos.stack.toxiproxy import ToxiproxyServer
+
+
+class _Echo(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        while data := self.request.recv(4096):
+            self.request.sendall(data)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def echo_proxy(tmp_path) -> Iterator[tuple[ToxiproxyServer, int]]:
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    toxi = ToxiproxyServer("127.0.0.1", _free_port(), log_path=tmp_path / "toxiproxy.log").start()
+    listen = _free_port()
+    try:
+        toxi.create_proxies([{"name": "echo", "listen": f"127.0.0.1:{listen}",
+                              "upstream": f"127.0.0.1:{server.server_address[1]}"}])
+        yield toxi, listen
+    finally:
+        toxi.stop()
+        server.shutdown()
+        server.server_close()
+
+
+def _round_trip_ms(port: int, n: int = 5) -> float:
+    times = []
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        for i in range(n):
+            t0 = time.perf_counter()
+            s.sendall(f"ping {i}\n".encode())
+            assert s.recv(64).startswith(b"ping")
+            times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+@allure.epic("Smoke")
+@allure.feature("Toxiproxy")
+def test_latency_toxic_applies(echo_proxy: tuple[ToxiproxyServer, int], tmp_path) -> None:
+    toxi, port = echo_proxy
+    with allure.step("baseline through the proxy"):
+        base = _round_trip_ms(port)
+    assert base < 50, f"the proxy alone adds {base:.1f} ms; expected a few ms on loopback"
+    fault = latency(toxi.api, "echo", latency=200, jitter=0, probe_request=None)
+    with allure.step("inject 200 ms latency"), fault:
+        hurt = _round_trip_ms(port)
+        assert [t["type"] for t in toxi.client().toxics("echo")] == ["latency"]
+    with allure.step("reverted"):
+        after = _round_trip_ms(port)
+        assert toxi.client().toxics("echo") == []
+    allure.attach(f"baseline {base:.1f} ms, with toxic {hurt:.1f} ms, after revert {after:.1f} ms",
+                  "round trips", allure.attachment_type.TEXT)
+    assert 190 <= hurt - base <= 400, f"latency toxic added {hurt - base:.1f} ms, expected about 200 ms"
+    assert after < base + 50
