@@ -6,6 +6,7 @@ each worker in distributed mode) appends its records to `<out_dir>/records-<host
 """
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sys
@@ -59,7 +60,8 @@ class Context:
         return self.schedule.delay()
 
     def emit(self, rec: RequestRecord) -> None:
-        self._buf.append(rec.to_json())
+        # same JSON as rec.to_json() (flat dataclass, fields in order) without asdict's deep copy
+        self._buf.append(json.dumps(rec.__dict__, separators=(",", ":")))
 
     def flush(self) -> None:
         if self._buf:

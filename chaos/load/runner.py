@@ -78,6 +78,8 @@ class LoadHandle:
         self.t_start = time.monotonic()
         self.deadline = self.t_start + cfg.duration_s + STARTUP_GRACE_S + STOP_GRACE_S
         self._result: LoadResult | None = None
+        self._offsets: dict[Path, int] = {}
+        self._n = self._errors = 0
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
         log = self.out_dir / f"locust-{name}.log"
@@ -116,6 +118,19 @@ class LoadHandle:
     def records(self) -> list[RequestRecord]:
         """Records written so far (flushed every `flush_s`)."""
         return read_dir(self.out_dir, live=True)
+
+    def progress(self) -> tuple[int, int]:
+        """(attempts, failed attempts) so far, read incrementally from the record files (cheap)."""
+        for path in Path(self.out_dir).glob("records-*.jsonl"):
+            off = self._offsets.get(path, 0)
+            with open(path, "rb") as f:
+                f.seek(off)
+                chunk = f.read()
+            end = chunk.rfind(b"\n") + 1
+            self._offsets[path] = off + end
+            self._n += chunk.count(b"\n", 0, end)
+            self._errors += chunk.count(b'"error":"', 0, end)
+        return self._n, self._errors
 
     def stop(self) -> LoadResult:
         """Ask the run to end now (SIGTERM: locust stops users and flushes), then wait."""

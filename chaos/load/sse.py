@@ -13,6 +13,23 @@ _DATA = b"data:"
 _DONE = b"[DONE]"
 
 
+def _nonempty_text(payload: bytes) -> bool | None:
+    """Whether the chunk's `text`/`content` string is non-empty; None when unsure (parse it)."""
+    for key in (b'"text":', b'"content":'):
+        i = payload.find(key)
+        if i >= 0:
+            if payload.find(key, i + 1) >= 0 or payload.count(b'"index"') > 1:
+                return None  # several choices or odd shape: let the JSON parser decide
+            j = i + len(key)
+            while payload[j:j + 1] == b" ":
+                j += 1
+            head = payload[j:j + 2]
+            if head == b'""' or payload[j:j + 4] == b"null":
+                return False
+            return True if head[:1] == b'"' else None
+    return None
+
+
 class StreamMeter:
     """Feeds SSE lines with their arrival times (perf_counter seconds) and fills a record."""
 
@@ -43,6 +60,12 @@ class StreamMeter:
             return True
         if not payload:
             return False
+        if self.model is not None and b'"error"' not in payload and b'"usage"' not in payload:
+            # fast path for the common content chunk: no JSON parse, just "is the text non-empty"
+            text = _nonempty_text(payload)
+            if text is not None:
+                self._content(text, now)
+                return False
         try:
             chunk = json.loads(payload)
         except ValueError:
@@ -70,14 +93,17 @@ class StreamMeter:
             text = delta.get("content")
         if choice.get("finish_reason"):
             self.finish_reason = choice["finish_reason"]
-        if text:
+        self._content(bool(text), now)
+        return False
+
+    def _content(self, nonempty: bool, now: float) -> None:
+        if nonempty:
             if self.first is None:
                 self.first = now
             else:
                 self.gaps.append(now - self.last)  # type: ignore[operator]
             self.last = now
             self.events += 1
-        return False
 
     def fill(self, rec: RequestRecord, t_end: float) -> None:
         """Copy timing and token fields into `rec`; `t_end` is perf_counter at [DONE] or cut."""

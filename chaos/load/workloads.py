@@ -1,17 +1,19 @@
 """Workloads: prompt-length classes and their mix, the long-context burst, the shared-prefix set
 and the special-character corpus.
 
-How prompt tokens are counted: ~4 characters per token, `count_tokens(text) = ceil(len(text)/4)`
-(code points, not bytes). Generated prompts are built of 3-letter words plus a space, so one word
-is one token under both this rule and a whitespace-split count. Class sizes are configurable
-(`classes`), because an embedded stack may run with a smaller max-model-len than 32k.
+How prompt tokens are counted: exactly as the simulator does (chaos.stack.sim.tokenizer): a token
+is a run of up to 8 word characters (any script) or any single other non-space character (each
+emoji code point, each punctuation mark). Generated prompts are 3-letter words, so one word is one
+token (and about 4 characters, the usual rule of thumb for real tokenizers). Chat templates add a
+few tokens server-side (the simulator: 3 per message + 3), which `usage.prompt_tokens` reports.
+Class sizes are configurable (`classes`): an embedded stack may run with a max-model-len below 32k.
 """
 from __future__ import annotations
 
 import itertools
 import json
-import math
 import random
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,9 +29,12 @@ WORKLOADS = ("mix", "burst", "shared_prefix", "special")
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
+_TOKEN_RE = re.compile(r"\w{1,8}|[^\w\s]")  # the simulator's rule (chaos/stack/sim/tokenizer.py)
+
+
 def count_tokens(text: str) -> int:
-    """The harness's token estimate: ceil(characters / 4)."""
-    return max(1, math.ceil(len(text) / 4))
+    """Tokens of `text` under the simulator's rule (see the module docstring)."""
+    return len(_TOKEN_RE.findall(text))
 
 
 def words(n_tokens: int, rng: random.Random) -> str:

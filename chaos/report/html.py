@@ -45,8 +45,8 @@ def find_allure(cwd: str | Path | None = None) -> Path | None:
 
 
 def install_allure(prefix: str | Path | None = None, version: str = ALLURE_VERSION) -> Path:
-    """`npm install --prefix <prefix> allure@<version>`; returns the CLI path."""
-    prefix = Path(prefix) if prefix else _repo_root() / TOOLS_PREFIX
+    """`npm install --prefix <prefix> allure@<version>` (default ./.tools/allure); returns the CLI path."""
+    prefix = Path(prefix) if prefix else Path.cwd() / TOOLS_PREFIX
     npm = shutil.which("npm")
     if npm is None:
         raise ReportError("npm not found: install Node.js 20+ to build the HTML report")

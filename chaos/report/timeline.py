@@ -83,8 +83,9 @@ def _decorate(axes: Sequence[Axes], t0: float, t1: float, windows: Sequence[Wind
         top.annotate(m.label, xy=(m.t - t0, 1.0), xycoords=("data", "axes fraction"), xytext=(2, 2),
                      textcoords="offset points", fontsize=7, rotation=30, color="0.3")
     for c in crossings:
-        axes[-1].annotate(c.label, xy=(c.t - t0, 0.0), xycoords=("data", "axes fraction"), xytext=(2, 4),
-                          textcoords="offset points", fontsize=7, rotation=90, color=_CROSS_COLOR)
+        axes[-1].annotate(c.label, xy=(c.t - t0, 0.5), xycoords=("data", "axes fraction"), xytext=(3, 0),
+                          textcoords="offset points", fontsize=8, rotation=90, va="center", color=_CROSS_COLOR,
+                          bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.8})
 
 
 def _health_panel(ax: Axes, timeline: Timeline | None, t0: float, t1: float) -> None:

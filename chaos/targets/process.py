@@ -18,6 +18,11 @@ from chaos.targets.base import http_health, wait_until
 RANK_RE = re.compile(r"(?:chaos-sim-rank|VllmWorker|VLLM::Worker)[-_ ]*(?:TP)?(\d+)")
 
 
+def _unblock_signals() -> None:
+    # a child inherits the signal mask; a fault may spawn (restart) while SIGINT/SIGTERM are held
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+
+
 class ProcessTarget:
     """Runs `command` in its own process group and restarts it per policy (always/on-failure/no)."""
 
@@ -52,7 +57,8 @@ class ProcessTarget:
             self._log = open(self.log_path, "ab")
         try:
             proc = subprocess.Popen(self.command, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env={**os.environ, **self.env}, start_new_session=True)
+                                    env={**os.environ, **self.env}, start_new_session=True,
+                                    preexec_fn=_unblock_signals)
         except OSError as e:
             raise TargetError(f"cannot start {self.command[0]!r}: {e}", target=self.name) from None
         self._proc = proc

@@ -1,1 +1,26 @@
-"""verify"""
+"""Verdicts with evidence: each returns a Verdict (rows of check/limit/measured/ok) whose
+`assert_ok()` raises SLOViolation naming the limit, the measured value and the window."""
+from chaos.verify.accounting import accounting_verdict, read_server_log
+from chaos.verify.backoff import judge as judge_backoff
+from chaos.verify.backoff_run import check_backoff
+from chaos.verify.checks import (
+    Check,
+    all_of,
+    error_rate_below,
+    evaluate,
+    goodput_above,
+    p50_below,
+    p99_below,
+    percentile_below,
+)
+from chaos.verify.latency import latency_verdict, read_baseline, write_baseline
+from chaos.verify.recorder import Arrival, Recorder
+from chaos.verify.recovery import recovery_verdict, time_to_completion, time_to_health, time_to_steady
+from chaos.verify.verdict import Row, Verdict
+
+__all__ = [
+    "Arrival", "Check", "Recorder", "Row", "Verdict", "accounting_verdict", "all_of", "check_backoff",
+    "error_rate_below", "evaluate", "goodput_above", "judge_backoff", "latency_verdict", "p50_below", "p99_below",
+    "percentile_below", "read_baseline", "read_server_log", "recovery_verdict", "time_to_completion",
+    "time_to_health", "time_to_steady", "write_baseline",
+]

@@ -17,6 +17,8 @@ from chaos.env.model import RetryPolicy
 from chaos.verify.recorder import Arrival
 from chaos.verify.verdict import Verdict
 
+_EPS = 1e-9  # float noise only; real measurement error is ~1 ms and favours the client
+
 RULES = ("min_interval", "exponential", "jitter", "cap", "gives_up.attempts", "gives_up.deadline",
          "retry_after", "non_retryable")
 
@@ -84,7 +86,7 @@ def _min_interval(v: Verdict, gs: list[Gap], policy: RetryPolicy) -> None:
         v.add("min_interval", policy.min_interval_s, None, None, "the client never retried")
         return
     worst = min(gs, key=lambda g: g.seconds)
-    below = sum(1 for g in gs if g.seconds < policy.min_interval_s)
+    below = sum(1 for g in gs if g.seconds < policy.min_interval_s - _EPS)
     v.add("min_interval", policy.min_interval_s, worst.seconds, below == 0,
           f"{below}/{len(gs)} waits below; shortest {worst.seconds * 1000:.0f} ms in {worst.key} after "
           f"attempt {worst.index + 1} ({worst.after})")
@@ -139,7 +141,7 @@ def _cap(v: Verdict, gs: list[Gap], policy: RetryPolicy, tol: float) -> None:
         return
     worst = max(own, key=lambda g: g.seconds)
     reached = "cap reached" if worst.seconds >= 0.9 * policy.max_interval_s else "cap not reached"
-    v.add("cap", policy.max_interval_s, worst.seconds, worst.seconds <= policy.max_interval_s + tol,
+    v.add("cap", policy.max_interval_s, worst.seconds, worst.seconds <= policy.max_interval_s + tol + _EPS,
           f"longest wait {worst.seconds:.3f} s in {worst.key} ({reached}; tolerance {tol * 1000:.0f} ms)")
 
 
@@ -156,7 +158,7 @@ def _gives_up(v: Verdict, arrivals: list[Arrival], policy: RetryPolicy, runs: li
           f"{len(seq)} attempts by {key} while every attempt failed")
     span = max(max(a.t_end_perf or a.t_perf for a in s) - min(a.t_perf for a in s) for s in by_key.values())
     stuck = [r for r in runs if not r.finished]
-    ok = span <= policy.deadline_s + tol and not stuck
+    ok = span <= policy.deadline_s + tol + _EPS and not stuck
     detail = f"first attempt to last over {span:.2f} s"
     if stuck:
         detail += f"; still running when stopped after {max(r.seconds for r in stuck):.1f} s"
@@ -170,7 +172,7 @@ def _retry_after(v: Verdict, gs: list[Gap], policy: RetryPolicy) -> None:
         return
     worst = min(ra, key=lambda g: g.seconds - max(g.retry_after or 0.0, policy.min_interval_s))
     need = max(worst.retry_after or 0.0, policy.min_interval_s)
-    bad = sum(1 for g in ra if g.seconds < max(g.retry_after or 0.0, policy.min_interval_s))
+    bad = sum(1 for g in ra if g.seconds < max(g.retry_after or 0.0, policy.min_interval_s) - _EPS)
     v.add("retry_after", need, worst.seconds, bad == 0,
           f"Retry-After {worst.retry_after:g} s, floor {policy.min_interval_s:g} s; {bad}/{len(ra)} waits too short")
 

@@ -56,12 +56,13 @@ class Recorder:
     """Background-thread aiohttp server; use as a context manager or start()/stop()."""
 
     def __init__(self, failure: str = "503", fail_first: int | None = 3, *, retry_after: float | None = None,
-                 hold_s: float = 30.0, model: str = "sim-model", port: int = 0,
+                 hold_s: float = 30.0, model: str = "sim-model", port: int = 0, answer_model: str | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self._slot_modes: dict[str, tuple[str, int | None, float | None]] = {}
         self.configure(failure, fail_first, retry_after=retry_after)
         self.hold_s = hold_s
         self.model = model
+        self.answer_model = answer_model  # answer as this model whatever was asked (wrong-model case)
         self.port = port
         self.clock = clock
         self._arrivals: list[Arrival] = []
@@ -243,7 +244,7 @@ class Recorder:
         raise asyncio.CancelledError()
 
     async def _answer(self, request: web.Request, a: Arrival, body: dict[str, Any], chat: bool) -> web.StreamResponse:
-        model = str(body.get("model") or self.model)
+        model = self.answer_model or str(body.get("model") or self.model)
         words = ["ok", " from", " the", " recorder"]
         usage = {"prompt_tokens": 4, "completion_tokens": len(words), "total_tokens": 4 + len(words)}
         if not a.stream:

@@ -32,6 +32,7 @@ def target(tmp_path):
         yield make
     finally:
         for t in made:
+            t.stop(2)
             t.remove()
 
 

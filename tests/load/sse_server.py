@@ -133,3 +133,30 @@ class SSEServer:
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp
+
+
+def main() -> None:
+    """`python tests/load/sse_server.py --tokens N --log PATH`: prints its URL, runs until SIGTERM."""
+    import argparse
+    import signal
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tokens", type=int, default=16)
+    ap.add_argument("--log", default=None)
+    ap.add_argument("--token-delay", type=float, default=0.0, help="seconds between tokens")
+    args = ap.parse_args()
+    srv = SSEServer(tokens=args.tokens, token_delay_s=args.token_delay)
+    print(srv.url, flush=True)
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    done.wait()
+    srv.stop()
+    if args.log:
+        with open(args.log, "w", encoding="utf-8") as f:
+            for e in srv.log:
+                f.write(json.dumps(e) + "\n")
+
+
+if __name__ == "__main__":
+    main()

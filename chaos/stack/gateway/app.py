@@ -18,6 +18,10 @@ from chaos.stack.gateway.policy import GatewayPolicy
 from chaos.stack.gateway.proxy import Proxy, Replica
 
 log = logging.getLogger("chaos.gateway")
+SETTINGS = web.AppKey("settings", object)
+POLICY = web.AppKey("policy", GatewayPolicy)
+PROXY = web.AppKey("proxy", Proxy)
+METRICS = web.AppKey("metrics", GatewayMetrics)
 _RSS = re.compile(rb"^process_resident_memory_bytes(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M)
 
 
@@ -63,9 +67,10 @@ def parse_rss(text: bytes) -> float | None:
 
 async def _background(app: web.Application) -> None:
     """Every scrape interval: read each replica's RSS, and let the rollback window age."""
-    settings: GatewaySettings = app["settings"]
-    policy: GatewayPolicy = app["policy"]
-    session: aiohttp.ClientSession = app["proxy"].session
+    settings: GatewaySettings = app[SETTINGS]  # type: ignore[assignment]
+    policy = app[POLICY]
+    session = app[PROXY].session
+    assert session is not None
     timeout = aiohttp.ClientTimeout(total=min(2.0, settings.scrape_every_s))
     while True:
         policy.tick()
@@ -87,7 +92,7 @@ def build_app(settings: GatewaySettings, policy: GatewayPolicy | None = None) ->
     proxy = Proxy(settings.replicas, policy, hmac_key=settings.hmac_key, hmac_window_s=settings.hmac_window_s,
                   normalize=settings.policy.normalize_unicode, metrics=metrics)
     app = web.Application(client_max_size=64 * 1024 * 1024)
-    app["settings"], app["policy"], app["proxy"], app["metrics"] = settings, policy, proxy, metrics
+    app[SETTINGS], app[POLICY], app[PROXY], app[METRICS] = settings, policy, proxy, metrics
     app.add_routes(Admin(policy, metrics, settings.admin_token).routes())
     app.router.add_route("*", "/{tail:.*}", proxy.handle)
     policy.listeners.append(lambda tr: log.info("pool %s: %s -> %s (%s)", tr.name, tr.src.value, tr.dst.value, tr.reason))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import aiohttp
 from aiohttp import web
+from multidict import CIMultiDict
 
 from chaos.resilience.signing import NonceCache, SignatureError, verify
 from chaos.stack.gateway.normalize import normalize_body
@@ -88,8 +89,9 @@ class Proxy:
         reps = [r for r in self.pools[pool] if r is not exclude]
         return reps[next(self._rr[pool]) % len(reps)] if reps else None
 
-    def _upstream_headers(self, request: web.Request, rid: str) -> dict[str, str]:
-        h = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP and k.lower() not in SIGNING_HEADERS}
+    def _upstream_headers(self, request: web.Request, rid: str) -> CIMultiDict[str]:
+        h = CIMultiDict((k, v) for k, v in request.headers.items()
+                        if k.lower() not in HOP_BY_HOP and k.lower() not in SIGNING_HEADERS)
         h["x-request-id"] = rid
         return h
 
@@ -127,8 +129,8 @@ class Proxy:
         msg = f"gateway: upstream {pool}/{name} unreachable ({type(last).__name__})" if tried else f"gateway: pool {pool} has no replicas"
         return self._plain(502, error_json(502, msg, "BadGateway"), rid, f"{pool}/{name}")
 
-    def _response_headers(self, up: aiohttp.ClientResponse, rid: str, served_by: str) -> dict[str, str]:
-        h = {k: v for k, v in up.headers.items() if k.lower() not in HOP_BY_HOP}
+    def _response_headers(self, up: aiohttp.ClientResponse, rid: str, served_by: str) -> CIMultiDict[str]:
+        h = CIMultiDict((k, v) for k, v in up.headers.items() if k.lower() not in HOP_BY_HOP)
         h.update({"Cache-Control": "no-store", "x-served-by": served_by, "x-request-id": rid})
         return h
 

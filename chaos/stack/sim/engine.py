@@ -1,0 +1,248 @@
+"""The engine loop: schedule a step, run the TP collective, wait out the modelled step time,
+then emit every sequence's token in one pass (no per-token timers or tasks).
+
+Steps keep an absolute schedule while busy (step n ends at the end of step n-1 plus its modelled
+time), so timer granularity does not accumulate; a loop that falls more than 50 ms behind
+restarts the schedule from now. Streaming responses are written straight to the connection's
+transport as chunked-transfer frames; the request handler only wakes at the start and the end.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import deque
+from typing import Any
+
+from chaos.stack.sim import protocol as P
+from chaos.stack.sim.faults import FaultSet
+from chaos.stack.sim.metrics import Metrics
+from chaos.stack.sim.profiles import Profile
+from chaos.stack.sim.scheduler import Request, Scheduler
+from chaos.stack.sim.tokenizer import TextGenerator
+
+log = logging.getLogger("vllm.v1.engine.core")
+_STOP, _LENGTH = b'"stop"', b'"length"'
+
+
+class EngineDead(Exception):
+    """Raised inside the loop when the engine must die; carries the log lines."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__(lines[-1] if lines else "engine dead")
+        self.lines = lines
+
+
+class Stream:
+    """Per-request emission state shared by the HTTP handler and the engine."""
+
+    __slots__ = ("parsed", "req", "rid", "created", "fmt", "transport", "future", "parts",
+                 "fault", "fault_at", "fault_arg", "outcome", "role_sent")
+
+    def __init__(self, parsed: P.Parsed, rid: str, created: int, transport: Any,
+                 future: asyncio.Future) -> None:
+        self.parsed = parsed
+        self.rid, self.created = rid, created
+        self.fmt = P.ChunkFormat(parsed.chat, rid, created, parsed.model) if parsed.stream else None
+        self.transport = transport
+        self.future = future
+        self.parts: list[str] = []
+        self.req: Request | None = None
+        self.fault: str | None = None
+        self.fault_at = -1
+        self.fault_arg = 0.0
+        self.outcome = ""
+        self.role_sent = False
+
+
+class Engine:
+    """Continuous-batching engine core driving one Scheduler with a Profile's step times."""
+
+    def __init__(self, sched: Scheduler, profile: Profile, time_scale: float, metrics: Metrics,
+                 faults: FaultSet, gen: TextGenerator, max_model_len: int, tp: Any = None) -> None:
+        self.max_model_len = max_model_len
+        self.sched, self.profile, self.time_scale = sched, profile, time_scale
+        self.metrics, self.faults, self.gen, self.tp = metrics, faults, gen, tp
+        self.enc = {w: json.dumps(w).encode() for w in gen.words}
+        self.streams: set[Stream] = set()
+        self.dead = False
+        self.dead_reason: EngineDead | None = None
+        self.hung = False
+        self._wake = asyncio.Event()
+        self._deadline = 0.0
+        self.steps = 0
+        self.lags: deque[float] = deque(maxlen=200_000)
+        self.on_death: Any = None
+        sched.token_source = lambda req, i: gen.token(req.gen, i)
+
+    # -- requests ---------------------------------------------------------------------------
+    def submit(self, s: Stream, now: float) -> None:
+        p = s.parsed
+        base = TextGenerator.base_for(p.tokens)
+        eos = 1 << 30 if p.ignore_eos else TextGenerator.natural_length(base)
+        max_tokens = min(p.max_tokens or (1 << 30), self.max_model_len - len(p.tokens))
+        req = Request(s.rid, p.tokens, max(1, max_tokens), eos, arrival=now, gen=base, owner=s)
+        s.req = req
+        for mode in ("stall", "truncate", "error-chunk"):
+            f = self.faults.get(mode)
+            if f is not None and self.faults.coin(f["fraction"]):
+                s.fault, s.fault_at, s.fault_arg = mode, f["after_tokens"], f.get("seconds", 0.0)
+                break
+        self.streams.add(s)
+        self.sched.add(req)
+        self._wake.set()
+
+    def abort(self, s: Stream) -> None:
+        if s.req is not None and s.req.finish_reason is None:
+            self.sched.abort(s.req)
+            self._finish(s, "abort", time.time(), write=False)
+
+    def set_hang(self, on: bool) -> None:
+        self.hung = on
+        self._wake.set()
+
+    # -- loop -------------------------------------------------------------------------------
+    async def run(self) -> None:
+        try:
+            while not self.dead:
+                if self.hung or not self.sched.has_work():
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                await self._step()
+        except EngineDead as e:
+            self.die(e.lines)
+
+    async def _step(self) -> None:
+        perf, wall = time.perf_counter(), time.time()
+        plan = self.sched.schedule(wall)
+        if not plan.items:  # everything running is paused by a stall fault
+            self._deadline = 0.0
+            await asyncio.sleep(0.005)
+            return
+        dt = self.profile.step_time(plan.prefill_tokens, plan.decode_seqs, plan.decode_ctx,
+                                    plan.prefill_attn) * self.time_scale
+        slow = self.faults.get("slow")
+        if slow is not None:
+            dt = max(dt, 0.001 * self.time_scale) * slow["factor"]
+        start = self._deadline if 0.0 <= perf - self._deadline < 0.05 else perf
+        deadline = start + dt
+        self.steps += 1
+        if self.tp is not None:
+            await self.tp.collective(self.steps)
+        delay = deadline - time.perf_counter()
+        await asyncio.sleep(delay if delay > 0 else 0)
+        if self.dead:
+            return
+        if self.hung:  # hang hit mid-step: the step never completes
+            for req, _ in plan.items:
+                req.paused_until = 0.0
+            self._deadline = 0.0
+            return
+        self._deadline = deadline
+        self._emit(plan, deadline)
+
+    def _emit(self, plan: Any, deadline: float) -> None:
+        wall = time.time()
+        outs = self.sched.update(plan, wall)
+        m, enc, lags, perf = self.metrics, self.enc, self.lags, time.perf_counter
+        m.generation_tokens += len(outs)
+        itl_obs = m.itl.observe
+        for req, tok in outs:
+            s: Stream = req.owner
+            if req.num_output == 1:
+                req.t_first_token = wall
+                m.prompt_tokens += req.num_prompt
+                m.ttft.observe(wall - req.arrival)
+            else:
+                itl_obs(wall - req.t_last_token)
+            req.t_last_token = wall
+            fin = req.finish_reason
+            if s.fault is not None and self._fault_hit(s, req, wall):
+                continue
+            if s.fmt is None:
+                s.parts.append(tok)
+                if fin is not None:
+                    self._finish(s, fin, wall)
+                continue
+            tr = s.transport
+            if tr.is_closing():
+                self.sched.abort(req)
+                self._finish(s, "abort", wall, write=False)
+                continue
+            if fin is None:
+                data = s.fmt.token(enc[tok])
+                if not s.role_sent and s.fmt.chat:
+                    s.role_sent = True
+                    data = s.fmt.role + data
+                tr.write(b"%x\r\n%b\r\n" % (len(data), data))
+            else:
+                self._finish(s, fin, wall, last=enc[tok])
+            lags.append(perf() - deadline)
+
+    def _fault_hit(self, s: Stream, req: Request, wall: float) -> bool:
+        """Apply a stream's mid-stream fault once `fault_at` tokens went out; True = consumed."""
+        mode = s.fault
+        if mode == "stall":
+            if req.num_output == max(1, s.fault_at):
+                req.paused_until = wall + s.fault_arg
+                s.fault = None
+            return False
+        if req.num_output - 1 != s.fault_at:
+            return False
+        s.fault = None
+        self.sched.abort(req, "error")
+        if mode == "truncate":
+            s.transport.close()
+            self._finish(s, "error", wall, write=False, truncated=True)
+        else:
+            if s.fmt is not None:
+                ev = P.error_event(500, P.ENGINE_DEAD_MESSAGE) + P.DONE
+                s.transport.write(P.frame(ev))
+            self._finish(s, "error", wall, write=False)
+        return True
+
+    def _finish(self, s: Stream, reason: str, wall: float, write: bool = True,
+                last: bytes | None = None, truncated: bool = False) -> None:
+        req = s.req
+        self.streams.discard(s)
+        if req is not None:
+            t_sched = req.t_scheduled or wall
+            t_first = req.t_first_token or wall
+            self.metrics.observe_finished(reason, wall - req.arrival, t_sched - req.arrival,
+                                          t_first - t_sched, wall - t_first, req.num_prompt,
+                                          req.num_output)
+        s.outcome = "truncated" if truncated else reason
+        if write and s.fmt is not None and not s.transport.is_closing():
+            fin = _STOP if reason == "stop" else _LENGTH
+            parts = [s.fmt.role] if s.fmt.chat and not s.role_sent else []
+            s.role_sent = True
+            parts.append(s.fmt.token(last or b'""', fin))
+            if s.parsed.include_usage and req is not None:
+                parts.append(s.fmt.usage(req.num_prompt, req.num_output))
+            parts.append(P.DONE)
+            data = b"".join(parts)
+            s.transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+        if not s.future.done():
+            s.future.set_result(s.outcome)
+
+    # -- death ------------------------------------------------------------------------------
+    def die(self, lines: list[str]) -> None:
+        """Engine death: log, fail every in-flight request, stop stepping."""
+        if self.dead:
+            return
+        self.dead = True
+        self.dead_reason = EngineDead(lines)
+        for line in lines:
+            log.error(line)
+        wall = time.time()
+        for s in list(self.streams):
+            if s.req is not None:
+                self.sched.abort(s.req, "error")
+            if s.fmt is not None and not s.transport.is_closing():
+                s.transport.write(P.frame(P.error_event(500, P.ENGINE_DEAD_MESSAGE) + P.DONE))
+            self._finish(s, "error", wall, write=False)
+        self._wake.set()
+        if self.on_death is not None:
+            self.on_death()

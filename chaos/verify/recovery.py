@@ -1,0 +1,130 @@
+"""Recovery verdict from a fault window: how fast, and how completely, the stack came back.
+
+Inputs are the timeline's samples (health/status: HTTP status or None; completion/ok: bool;
+gpu/mem_used: bytes) and the request records, all on the wall clock. Every time is measured
+from the fault's end (t_revert), the moment the SLAs count from.
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Sequence
+
+from chaos.env.model import SLAs
+from chaos.load.records import RequestRecord
+from chaos.load.stats import percentile
+from chaos.observe.timeline import Sample, Timeline
+from chaos.verify.verdict import Verdict
+
+
+def _healthy(s: Sample) -> bool:
+    return isinstance(s.value, int) and not isinstance(s.value, bool) and 200 <= s.value < 300
+
+
+def time_to_health(samples: Sequence[Sample], t_from: float, confirm: int = 3) -> float | None:
+    """Seconds from t_from to the first 2xx /health sample followed by confirm-1 more 2xx ones."""
+    xs = sorted((s for s in samples if s.t >= t_from), key=lambda s: s.t)
+    for i, s in enumerate(xs):
+        run = xs[i:i + confirm]
+        if run and all(_healthy(x) for x in run) and (len(run) == confirm or i + len(run) == len(xs)):
+            return s.t - t_from
+    return None
+
+
+def time_to_completion(samples: Sequence[Sample], records: Sequence[RequestRecord], t_from: float) -> float | None:
+    """Seconds from t_from to the first real successful completion (prober or load traffic)."""
+    times = [s.t for s in samples if s.t >= t_from and s.value is True]
+    times += [r.t_end for r in records if r.ok and r.t_send >= t_from]
+    return min(times) - t_from if times else None
+
+
+def time_to_steady(records: Sequence[RequestRecord], t_from: float, *, window_s: float, error_budget: float,
+                   p99_limit_s: float | None, min_requests: int = 5, step_s: float | None = None) -> float | None:
+    """Start (seconds after t_from) of the first fully observed rolling window whose error rate and
+    P99 end-to-end latency are both within limits; None when no such window exists."""
+    recs = sorted((r for r in records if r.t_send >= t_from), key=lambda r: r.t_send)
+    if not recs:
+        return None
+    last = recs[-1].t_send
+    step = step_s or max(window_s / 20.0, 0.01)
+    start = t_from
+    while start + window_s <= last + 1e-9:
+        win = [r for r in recs if start <= r.t_send < start + window_s]
+        if len(win) >= min_requests and _steady(win, error_budget, p99_limit_s):
+            return start - t_from
+        start += step
+    return None
+
+
+def _steady(win: Sequence[RequestRecord], budget: float, p99_limit_s: float | None) -> bool:
+    finals = [r for r in win if r.final] or list(win)
+    rate = sum(1 for r in finals if not r.ok) / len(finals)
+    if rate > budget:
+        return False
+    if p99_limit_s is None:
+        return True
+    p99 = percentile([r.e2e for r in win if r.ok and r.e2e is not None], 99)
+    return p99 is not None and p99 <= p99_limit_s
+
+
+def _gpu_rows(v: Verdict, mem: Sequence[Sample], t_inject: float, slas: SLAs, release: float, retake: float) -> None:
+    before = [float(s.value) for s in mem if s.t < t_inject]
+    after = sorted((s for s in mem if s.t >= t_inject), key=lambda s: s.t)
+    if not before or not after:
+        v.add("gpu_mem_released_s", slas.gpu_memory_release_s, None, None, "no GPU samples around the fault")
+        return
+    base = statistics.median(before)
+    freed = next((s for s in after if float(s.value) <= base * release), None)
+    v.add("gpu_mem_released_s", slas.gpu_memory_release_s, None if freed is None else round(freed.t - t_inject, 3),
+          freed is not None and freed.t - t_inject <= slas.gpu_memory_release_s,
+          f"baseline {base / 2**30:.2f} GiB; released means <= {release:.0%} of it")
+    if freed is None:
+        return
+    back = next((s for s in after if s.t > freed.t and float(s.value) >= base * retake), None)
+    v.add("gpu_mem_retaken_s", slas.cold_start_s, None if back is None else round(back.t - freed.t, 3),
+          back is not None and back.t - freed.t <= slas.cold_start_s,
+          f"from release to >= {retake:.0%} of baseline again (restart loaded the model)")
+
+
+def recovery_verdict(window: tuple[float, float], timeline: Timeline, records: Sequence[RequestRecord], slas: SLAs,
+                     *, restarts: int | None = None, max_restarts: int | None = None, crash: bool = False,
+                     steady_window_s: float = 10.0, p99_limit_s: float | None = None,
+                     fault_error_rate_max: float | None = None, health_confirm: int = 3,
+                     gpu_release_fraction: float = 0.5, gpu_retake_fraction: float = 0.8) -> Verdict:
+    """Rows: health back, first completion, steady state, errors during the fault, restarts, GPU memory."""
+    t_inject, t_revert = window
+    if t_revert < t_inject:
+        from chaos.errors import ConfigError
+
+        raise ConfigError(f"recovery window: revert {t_revert} is before inject {t_inject}")
+    v = Verdict("recovery", window=window)
+    health = timeline.series("health", "status")
+    t_h = time_to_health(health, t_revert, health_confirm) if health else None
+    v.add("health_back_s", slas.recovery_s, None if t_h is None else round(t_h, 3),
+          None if not health else (t_h is not None and t_h <= slas.recovery_s),
+          "no /health samples" if not health else "first of %d healthy /health samples in a row" % health_confirm)
+    t_c = time_to_completion(timeline.series("completion", "ok"), records, t_revert)
+    v.add("first_completion_s", slas.recovery_s, None if t_c is None else round(t_c, 3),
+          t_c is not None and t_c <= slas.recovery_s,
+          "first successful real completion after the fault" if t_c is not None else "no successful completion after the fault")
+    if p99_limit_s is None and slas.latency:
+        p99_limit_s = max(l.e2e_p99_s for l in slas.latency.values())
+    t_s = time_to_steady(records, t_revert, window_s=steady_window_s, error_budget=slas.error_budget,
+                         p99_limit_s=p99_limit_s)
+    v.add("steady_state_s", slas.steady_state_s, None if t_s is None else round(t_s, 3),
+          t_s is not None and t_s <= slas.steady_state_s,
+          f"rolling {steady_window_s:g} s window: error rate <= {slas.error_budget:.2%}"
+          + (f", e2e P99 <= {p99_limit_s:g} s" if p99_limit_s else ""))
+    during = [r for r in records if r.final and t_inject <= r.t_send <= t_revert]
+    bad = sum(1 for r in during if not r.ok)
+    rate = bad / len(during) if during else None
+    v.add("fault_error_rate", fault_error_rate_max, None if rate is None else round(rate, 6),
+          None if fault_error_rate_max is None or rate is None else rate <= fault_error_rate_max,
+          f"{bad}/{len(during)} logical requests failed while the fault lasted")
+    if restarts is not None:
+        v.add("restarts", max_restarts, restarts, None if max_restarts is None else restarts <= max_restarts)
+    mem = timeline.series("gpu", "mem_used")
+    if crash and mem:
+        _gpu_rows(v, mem, t_inject, slas, gpu_release_fraction, gpu_retake_fraction)
+    v.data = {"t_inject": t_inject, "t_revert": t_revert, "health_back_s": t_h, "first_completion_s": t_c,
+              "steady_state_s": t_s, "fault_errors": bad, "fault_requests": len(during)}
+    return v

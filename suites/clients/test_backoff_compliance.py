@@ -1,0 +1,72 @@
+"""Clients: any client must retry no sooner than 500 ms, back off exponentially with jitter, respect
+its cap and Retry-After, give up in time and never retry a 400. The reference client passes; every
+command listed in the environment's `client_commands` is judged the same way; a naive fixed-100 ms
+loop is the negative control and must be caught."""
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from chaos.errors import SLOViolation
+from chaos.report import allure as rep
+from chaos.resilience.client import ResilientClient
+from chaos.verify.backoff_run import check_backoff
+from suites.conftest import judge
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "clients"
+FAILURES = {"503": {}, "429-retry-after-0.2s": {"failure": "429", "retry_after": 0.2}, "reset": {"failure": "reset"}}
+
+
+def _reference(env):
+    def call(base_url: str):
+        return ResilientClient(base_url, env.retry, model=env.endpoints.model, timeout_s=5.0).chat("hello")
+    return call
+
+
+@pytest.mark.parametrize("failure", list(FAILURES))
+def test_reference_client_complies(chaos_env, summary, failure: str) -> None:
+    rep.labels(epic="Client compatibility", feature="Backoff", story=f"reference client, {failure}", suite="clients")
+    kw = {"failure": "503", **FAILURES[failure]}
+    with rep.phase(f"run the reference client against a recorder failing with {failure}"):
+        v = check_backoff(_reference(chaos_env), chaos_env.retry, fail_first=3, clients=4,
+                          model=chaos_env.endpoints.model, **kw)
+    summary.count("clients", "checked")
+    judge("the client behaved", [v])
+
+
+def _commands(env) -> dict[str, str]:
+    return dict(env.client_commands) or {
+        "reference (python, subprocess)": f"{shlex.quote(sys.executable)} {EXAMPLES / 'reference_client.py'} "
+                                          f"{{base_url}} --env {shlex.quote(env.source)} --timeout 5"}
+
+
+@pytest.mark.parametrize("name", ["listed"])
+def test_listed_client_commands_comply(chaos_env, summary, name: str) -> None:
+    rep.labels(epic="Client compatibility", feature="Backoff", story="client commands", suite="clients")
+    failures = []
+    for cname, cmd in _commands(chaos_env).items():
+        with rep.phase(f"client command {cname}"):
+            v = check_backoff(cmd, chaos_env.retry, failure="503", fail_first=3, clients=3,
+                              model=chaos_env.endpoints.model)
+            try:
+                judge(cname, [v])
+            except SLOViolation as e:
+                failures.append(f"{cname}: {e}")
+    summary.count("clients", "checked", len(_commands(chaos_env)))
+    assert not failures, "; ".join(failures)
+
+
+def test_naive_client_is_caught(chaos_env, summary) -> None:
+    """Negative control: a fixed-100 ms retry loop must fail the min-interval and exponential rules."""
+    rep.labels(epic="Client compatibility", feature="Backoff", story="negative control", suite="clients")
+    cmd = f"bash {EXAMPLES / 'naive_retry.sh'} {{base_url}}"
+    with rep.phase("run the naive client"):
+        v = check_backoff(cmd, chaos_env.retry, failure="503", fail_first=3, clients=2,
+                          phases=("retry", "non_retryable"), model=chaos_env.endpoints.model)
+    failed = {r.check for r in v.failures}
+    rep.attach_text("\n".join(r.line() for r in v.rows), "naive client verdict")
+    summary.add("clients", naive_caught="yes" if {"min_interval", "exponential"} <= failed else "NO")
+    assert {"min_interval", "exponential"} <= failed, f"the naive client was not caught: failed rules {sorted(failed)}"

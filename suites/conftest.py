@@ -1,0 +1,35 @@
+"""Shared helpers for the suites: scenario verdict staging and the standard evidence attachments."""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from chaos.report import allure as rep
+from chaos.report.tables import verdict_table
+from chaos.verify.verdict import Verdict
+
+
+def judge(stage: str, verdicts: Iterable[Verdict]) -> None:
+    """One report step per verdict stage; attaches each table, then asserts them all.
+
+    Stage 1 ("the fault really happened") and stage 2 ("the system behaved") are separate steps,
+    so a reader sees which half failed.
+    """
+    vs = list(verdicts)
+    with rep.phase(f"verify: {stage}"):
+        for v in vs:
+            rep.attach_table(verdict_table(v.rows, title=v.name), name=v.name)
+        for v in vs:
+            v.assert_ok()
+
+
+def fault_happened(evidence: dict[str, Any], **expect: Any) -> Verdict:
+    """Stage 1 verdict from the fault's own proof of effect (FaultNotEffective already raised if absent)."""
+    v = Verdict("fault took effect")
+    for key, want in expect.items():
+        got = evidence.get(key)
+        ok = want(got) if callable(want) else got == want
+        v.add(key, getattr(want, "__doc__", None) or want, got, bool(ok))
+    if not expect:
+        v.add("proof", "fault verified itself", "verified" if evidence is not None else None, evidence is not None)
+    return v
+

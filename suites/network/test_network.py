@@ -1,0 +1,82 @@
+"""Network: 300 ms - 5 s jitter, resets and timeouts between client and server (Toxiproxy).
+
+The reference client must keep its backoff rules (>= 500 ms between retries), retries must not
+amplify traffic beyond the environment's bound, no request may be lost, and latency must stay
+within the degraded-mode SLA.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from chaos import faults
+from chaos.load.stats import percentile
+from chaos.report import allure as rep
+from chaos.report.tables import latency_table
+from chaos.verify.accounting import accounting_verdict
+from chaos.verify.retries import retry_verdict
+from chaos.verify.verdict import Verdict
+from suites.conftest import fault_happened, judge
+
+TOXICS = {
+    # name: (factory, load overrides, seconds held before scaling)
+    "jitter-300ms-5s": (lambda t, p: faults.jitter(t, p, latency=2650, jitter=2350), {}, 100),
+    "reset-peer": (lambda t, p: faults.reset_peer(t, p, timeout=0, stream="upstream", toxicity=1.0), {}, 40),
+    "timeout": (lambda t, p: faults.timeout(t, p, timeout=0), {"timeout_s": 3.0}, 40),
+}
+
+
+def _client_proxy(stack) -> str:
+    env = stack.env
+    if stack.toxiproxy is None:
+        pytest.skip(f"environment {env.name} has no Toxiproxy")
+    names = [p.name for p in env.toxiproxy.proxies if p.listen.endswith(env.endpoints.api.rsplit(":", 1)[-1])]
+    return names[0] if names else pytest.skip("no Toxiproxy proxy listens on the client endpoint")
+
+
+def _degraded_latency(records, t0: float, t1: float, slas) -> Verdict:
+    v = Verdict("degraded-mode latency", window=(t0, t1))
+    during = [r.e2e for r in records if r.ok and r.e2e is not None and t0 <= r.t_send <= t1]
+    base = max((l.e2e_p99_s for l in slas.latency.values()), default=10.0)
+    limit = base * slas.degraded_latency_factor
+    p99 = percentile(during, 99) if during else None
+    v.add("e2e_p99_under_fault_s", limit, None if p99 is None else round(p99, 3),
+          None if p99 is None else p99 <= limit, f"{len(during)} successful requests sent during the fault")
+    return v
+
+
+@pytest.mark.parametrize("toxic", list(TOXICS))
+def test_client_path_toxic(stack, scenario, summary, toxic: str) -> None:
+    env = stack.env
+    proxy = _client_proxy(stack)
+    make, overrides, hold = TOXICS[toxic]
+    rep.labels(epic="Resilience", feature="Network", story=toxic, suite="network")
+    rep.title(f"{toxic} between client and gateway (proxy {proxy})")
+    sc = scenario(f"network-{toxic}")
+    sc.observe(env.endpoints.api)
+    with sc.phase("start load"):
+        sc.start_load(duration_s=180.0, **overrides)
+    sc.steady_state(2.0)
+    fault = make(stack.toxiproxy, proxy)
+    t0 = time.time()
+    sc.inject(fault)
+    sc.hold(sc.scaled(hold))
+    sc.revert()
+    t1 = time.time()
+    sc.wait_recovered(t1, env.slas.recovery_s)
+    with sc.phase("steady state after revert"):
+        time.sleep(max(env.retry.deadline_s * 0.5, sc.scaled(30)))
+    sc.records = sc.load.stop().records
+    sc.load = None
+    records = sc.records
+    rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
+    rv = retry_verdict(records, env.retry, max_amplification=env.slas.max_retry_amplification, window=(t0, t1))
+    av = accounting_verdict(records)
+    verdicts = [rv, av]
+    if toxic.startswith("jitter"):
+        verdicts.append(_degraded_latency(records, t0, t1, env.slas))
+    summary.count("network", "scenarios")
+    summary.worst("network", "max_amplification", round(rv.data["amplification"] or 0, 2))
+    judge("the fault really happened", [fault_happened(dict(fault.evidence))])
+    judge("the system behaved", verdicts)

@@ -1,0 +1,92 @@
+"""The proof: a harness injecting faults is SIGINT/SIGTERM/SIGKILLed at seeded random moments; afterwards
+(after `cleanup` for SIGKILL) no toxic is left, no process is stopped, no container is paused."""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from chaos.faults.ledger import Ledger, cleanup
+from chaos.targets import _proc
+from tests._support import free_port
+
+HARNESS = str(Path(__file__).with_name("proof_harness.py"))
+ROUNDS = int(os.environ.get("CHAOS_PROOF_ROUNDS", "15"))
+
+
+def _docker_container(request):
+    try:
+        from tests._support import require
+
+        require("image:llm-chaos-base:bookworm")
+    except pytest.skip.Exception:
+        return None
+    import docker
+
+    client = docker.from_env()
+    name = f"chaos-proof-{os.getpid()}"
+    c = client.containers.run("llm-chaos-base:bookworm", ["sleep", "300"], name=name, detach=True,
+                              labels={"llm-chaos.run-id": "proof", "llm-chaos.target": "proof-docker"})
+    request.addfinalizer(lambda: c.remove(force=True))
+    return c
+
+
+def _tiny_pids(port: int) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and str(port) in _proc.cmdline(int(name)) and "tinyserver" in _proc.cmdline(int(name)):
+            out.append(int(name))
+    pids = list(out)
+    for p in out:
+        pids += _proc.children(p)
+    return sorted(set(pids))
+
+
+@pytest.mark.slow
+def test_interrupted_harness_never_leaves_a_fault_behind(toxiproxy_server, proxy, tmp_path, request):
+    name, _ = proxy
+    client = toxiproxy_server.client()
+    container = _docker_container(request)
+    rng = random.Random(20240229)
+    sigs = [signal.SIGINT, signal.SIGTERM, signal.SIGKILL]
+    seen = []
+    for rnd in range(ROUNDS):
+        sig = sigs[rnd % 3]
+        state = tmp_path / f"r{rnd}"
+        port = free_port()
+        args = [sys.executable, HARNESS, str(state), toxiproxy_server.api, name, str(port), str(rng.randrange(10**6))]
+        h = subprocess.Popen(args + ([container.name] if container else []), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            assert h.stdout.readline().strip() == b"ready", h.stderr.read().decode()
+            time.sleep(rng.uniform(0.05, 1.2))
+            victims = _tiny_pids(port)
+            h.send_signal(sig)
+            rc = h.wait(20)
+        finally:
+            if h.poll() is None:
+                h.kill()
+                h.wait()
+        err = h.stderr.read().decode()
+        assert "Traceback" not in err or "KeyboardInterrupt" in err, err
+        expected = {signal.SIGINT: (-2, 130), signal.SIGTERM: (143,), signal.SIGKILL: (-9,)}[sig]
+        assert rc in expected, (sig, rc, err[-2000:])
+        ledger = Ledger(state)
+        if sig != signal.SIGKILL:
+            assert ledger.outstanding() == [], "the signal handler must revert before exit"
+        undone = cleanup(state)
+        seen.append((sig.name, len(undone)))
+        assert cleanup(state) == []  # idempotent
+        assert ledger.outstanding() == []
+        assert client.toxics(name) == [], (sig, rnd)
+        assert client.proxy(name)["enabled"] is True
+        assert all(_proc.state(p) in (None, "Z") for p in victims + _tiny_pids(port)), "no stopped or orphan process"
+        if container is not None:
+            container.reload()
+            assert container.status == "running", (sig, rnd)
+    assert any(n > 0 for s, n in seen if s == "SIGKILL"), f"SIGKILL rounds never left work for cleanup: {seen}"

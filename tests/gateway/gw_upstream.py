@@ -1,0 +1,73 @@
+"""A small controllable OpenAI-style upstream for gateway tests (runs in the test's event loop)."""
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import asynccontextmanager
+
+from aiohttp import web
+
+CHUNKS = [b'data: {"choices":[{"index":0,"delta":{"content":"he"}}]}\n\n',
+          b'data: {"choices":[{"index":0,"delta":{"content":"llo"}}]}\n\n',
+          b"data: [DONE]\n\n"]
+OOM_MSG = "CUDA out of memory. Tried to allocate 2.00 GiB"
+
+
+class Upstream:
+    """Modes: ok, http500, oom500, oom_chunk, cut, slow. Keeps what it received."""
+
+    def __init__(self, name: str, mode: str = "ok") -> None:
+        self.name, self.mode = name, mode
+        self.received: list[dict] = []
+        self.rss = 100_000_000.0
+        self.delay_s = 0.0
+
+    async def complete(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        self.received.append({"headers": request.headers.copy(), "body": body, "path": request.path})
+        payload = json.loads(body or b"{}")
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        if self.mode == "http500":
+            return web.json_response({"error": {"message": "boom", "type": "InternalServerError", "code": 500}}, status=500)
+        if self.mode == "oom500":
+            return web.json_response({"error": {"message": OOM_MSG, "type": "InternalServerError", "code": 500}}, status=500)
+        if not payload.get("stream"):
+            return web.json_response({"model": "m", "served": self.name, "echo": payload})
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for i, c in enumerate(CHUNKS):
+            if self.mode == "cut" and i == 1:
+                request.transport.close()
+                return resp
+            if self.mode == "oom_chunk" and i == 1:
+                c = b"data: " + json.dumps({"error": {"message": OOM_MSG, "code": 500}}).encode() + b"\n\n"
+            await resp.write(c)
+        await resp.write_eof()
+        return resp
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        text = f"# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {self.rss}\n"
+        return web.Response(text=text)
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+
+@asynccontextmanager
+async def upstream(name: str, mode: str = "ok"):
+    """Start an Upstream on a free port; yields (Upstream, url)."""
+    up = Upstream(name, mode)
+    app = web.Application()
+    app.router.add_post("/v1/{kind:(chat/completions|completions)}", up.complete)
+    app.router.add_get("/metrics", up.metrics)
+    app.router.add_get("/health", up.health)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    try:
+        await site.start()
+        host, port = runner.addresses[0][:2]
+        yield up, f"http://{host}:{port}"
+    finally:
+        await runner.cleanup()

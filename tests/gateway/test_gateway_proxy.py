@@ -1,0 +1,185 @@
+"""The gateway against small in-test upstreams on free ports: pass-through, headers, retry, tiers, admin."""
+import asyncio
+import json
+import logging
+
+import aiohttp
+
+from chaos.env.model import BreakerPolicy
+from chaos.resilience.signing import sign
+from chaos.stack.gateway import GatewaySettings, Replica, serve
+from gw_upstream import CHUNKS, upstream
+
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "\uff28i \u2460"}], "stream": True}
+TOKEN = "admin-token-for-tests"
+
+
+def policy(**kw):
+    return BreakerPolicy(**{"window_s": 10, "min_calls": 3, "open_wait_s": 60, "canary_weight": 0.0, **kw})
+
+
+def settings(replicas, **kw):
+    kw.setdefault("policy", policy())
+    return GatewaySettings(replicas=replicas, listen="127.0.0.1:0", admin_token=TOKEN, **kw)
+
+
+async def post(s, url, body=CHAT, headers=None):
+    async with s.post(url + "/v1/chat/completions", data=json.dumps(body).encode(),
+                      headers={"Content-Type": "application/json", **(headers or {})}) as r:
+        return r.status, r.headers, await r.read()
+
+
+async def admin(s, gw, path, body=None, token=TOKEN):
+    hdr = {"Authorization": f"Bearer {token}"} if token else {}
+    method = s.post if body is not None else s.get
+    async with method(gw + path, json=body, headers=hdr) as r:
+        return r.status, await r.json()
+
+
+def test_streaming_pass_through_headers_and_normalization():
+    async def go():
+        async with upstream("a") as (up, url), serve(settings([Replica("a", url)])) as gw:
+            async with aiohttp.ClientSession() as s:
+                status, hdr, body = await post(s, gw, headers={"x-request-id": "rid-1"})
+                assert status == 200 and body == b"".join(CHUNKS)
+                assert hdr["Cache-Control"] == "no-store" and hdr["x-served-by"] == "stable/a"
+                assert hdr["x-request-id"] == "rid-1" and hdr["Content-Type"].startswith("text/event-stream")
+                assert up.received[0]["headers"]["x-request-id"] == "rid-1"
+                sent = json.loads(up.received[0]["body"])["messages"][0]["content"]
+                assert sent == "Hi 1"
+                status, hdr, body = await post(s, gw, body={**CHAT, "stream": False})
+                assert status == 200 and json.loads(body)["served"] == "a" and hdr["x-request-id"]
+    asyncio.run(go())
+
+
+def test_normalization_can_be_switched_off():
+    async def go():
+        async with upstream("a") as (up, url), serve(settings([Replica("a", url)],
+                                                              policy=policy(normalize_unicode=False))) as gw:
+            async with aiohttp.ClientSession() as s:
+                await post(s, gw)
+        assert json.loads(up.received[0]["body"])["messages"][0]["content"] == "\uff28i \u2460"
+    asyncio.run(go())
+
+
+def test_connection_error_retried_once_on_the_same_pool_and_counted():
+    async def go():
+        async with upstream("b") as (up, url), upstream("gone") as (_, dead):
+            pass  # `dead` is now a closed port
+        async with upstream("b") as (up, url):
+            reps = [Replica("dead", dead), Replica("b", url)]
+            async with serve(settings(reps, policy=policy(min_calls=100))) as gw, aiohttp.ClientSession() as s:
+                results = [await post(s, gw) for _ in range(4)]
+                assert all(st == 200 for st, _, _ in results)
+                assert {h["x-served-by"] for _, h, _ in results} == {"stable/b"}
+                _, state = await admin(s, gw, "/admin/state")
+                window = state["pools"]["stable"]["window"]
+                assert window["failures"] == 4 and window["calls"] == 8  # each request met the dead one first
+        async with serve(settings([Replica("dead", dead)])) as gw, aiohttp.ClientSession() as s:
+            status, hdr, body = await post(s, gw)
+            assert status == 502 and hdr["x-served-by"] == "stable/dead" and hdr["Cache-Control"] == "no-store"
+    asyncio.run(go())
+
+
+def test_errors_pass_through_and_oom_burst_trips_the_canary():
+    async def go():
+        async with upstream("s") as (_, su), upstream("c", "oom500") as (cu_up, cu):
+            reps = [Replica("s", su), Replica("c", cu, "canary")]
+            async with serve(settings(reps, policy=policy(canary_weight=1.0, min_calls=100))) as gw, \
+                    aiohttp.ClientSession() as s:
+                first = [await post(s, gw) for _ in range(3)]
+                assert [st for st, _, _ in first] == [500, 500, 500]
+                assert b"CUDA out of memory" in first[0][2] and first[0][1]["x-served-by"] == "canary/c"
+                _, state = await admin(s, gw, "/admin/state")
+                assert state["pools"]["canary"]["state"] == "open"
+                assert "oom burst" in state["transitions"][-1]["reason"]
+                st, hdr, _ = await post(s, gw)
+                assert st == 200 and hdr["x-served-by"] == "stable/s"
+                async with s.get(gw + "/metrics") as r:
+                    text = await r.text()
+                assert 'chaos_gateway_pool_state{pool="canary"} 2.0' in text
+                assert 'chaos_gateway_transitions_total{from="closed",pool="canary",to="open"} 1.0' in text
+                assert "chaos_gateway_window_error_rate" in text and "chaos_gateway_window_p99_seconds" in text
+    asyncio.run(go())
+
+
+def test_error_chunk_in_stream_counts_as_oom_failure():
+    async def go():
+        async with upstream("c", "oom_chunk") as (_, cu), upstream("s") as (_, su):
+            reps = [Replica("s", su), Replica("c", cu, "canary")]
+            async with serve(settings(reps, policy=policy(canary_weight=1.0, min_calls=100))) as gw, \
+                    aiohttp.ClientSession() as s:
+                for _ in range(3):
+                    st, _, body = await post(s, gw)
+                    assert st == 200 and b"out of memory" in body
+                _, state = await admin(s, gw, "/admin/state")
+                assert state["pools"]["canary"]["state"] == "open"
+    asyncio.run(go())
+
+
+def test_admin_api_needs_the_token_and_resets_a_rollback():
+    async def go():
+        async with upstream("s") as (_, su), upstream("c") as (_, cu):
+            reps = [Replica("s", su), Replica("c", cu, "canary")]
+            async with serve(settings(reps, policy=policy(canary_weight=1.0))) as gw, aiohttp.ClientSession() as s:
+                assert (await admin(s, gw, "/admin/state", token=None))[0] == 401
+                assert (await admin(s, gw, "/admin/state", token="wrong"))[0] == 401
+                st, _ = await admin(s, gw, "/admin/force", {"pool": "canary", "state": "forced_open"})
+                assert st == 200
+                _, hdr, _ = await post(s, gw)
+                assert hdr["x-served-by"] == "stable/s"
+                assert (await admin(s, gw, "/admin/force", {"pool": "nope"}))[0] == 400
+                st, out = await admin(s, gw, "/admin/reset", {"pool": "canary"})
+                assert st == 200 and out["state"]["canary"]["state"] == "closed"
+                _, hdr, _ = await post(s, gw)
+                assert hdr["x-served-by"] == "canary/c"
+                assert (await admin(s, gw, "/admin/config", {"canary_weight": 2}))[0] == 400
+    asyncio.run(go())
+
+
+def test_hmac_rejects_unsigned_tampered_expired_replayed(caplog):
+    key = b"k3y-never-in-logs"
+
+    async def go():
+        async with upstream("a") as (up, url):
+            async with serve(settings([Replica("a", url)], hmac_key=key)) as gw, aiohttp.ClientSession() as s:
+                body = json.dumps(CHAT).encode()
+                path = "/v1/chat/completions"
+                good = sign(key, "POST", path, body)
+                hdrs = {"Content-Type": "application/json"}
+                cases = {
+                    "unsigned": ({}, body),
+                    "tampered": (sign(key, "POST", path, body), body.replace(b"\"m\"", b"\"x\"")),
+                    "expired": (sign(key, "POST", path, body, timestamp=1_000_000), body),
+                    "wrong key": (sign(b"other", "POST", path, body), body),
+                }
+                for name, (sig, data) in cases.items():
+                    async with s.post(gw + path, data=data, headers={**hdrs, **sig}) as r:
+                        assert r.status == 401, name
+                        assert r.headers["Cache-Control"] == "no-store"
+                async with s.post(gw + path, data=body, headers={**hdrs, **good}) as r:
+                    assert r.status == 200 and await r.read() == b"".join(CHUNKS)
+                async with s.post(gw + path, data=body, headers={**hdrs, **good}) as r:
+                    assert r.status == 401 and b"replayed" in await r.read()
+                assert len(up.received) == 1
+                assert not any(h.lower().startswith("x-chaos-") for h in up.received[0]["headers"])
+    with caplog.at_level(logging.DEBUG):
+        asyncio.run(go())
+    assert key.decode() not in caplog.text and TOKEN not in caplog.text
+
+
+def test_leak_trend_from_replica_metrics_trips_the_pool():
+    async def go():
+        async with upstream("s") as (_, su), upstream("c") as (cup, cu):
+            reps = [Replica("s", su), Replica("c", cu, "canary")]
+            cfg = settings(reps, policy=policy(leak_window_s=1.0, leak_rate_per_hour=0.05),
+                           leak_hour_s=10.0, scrape_interval_s=0.05)
+            async with serve(cfg) as gw, aiohttp.ClientSession() as s:
+                for _ in range(40):
+                    cup.rss *= 1.01          # ~+20 % per 'hour' of 10 s
+                    await asyncio.sleep(0.05)
+                _, state = await admin(s, gw, "/admin/state")
+                assert state["pools"]["canary"]["state"] == "open"
+                assert state["pools"]["stable"]["state"] == "closed"
+                assert "leak" in state["transitions"][-1]["reason"]
+    asyncio.run(go())

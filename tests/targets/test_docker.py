@@ -1,0 +1,89 @@
+"""DockerTarget and faults on a real local Docker engine (the base image runs a tiny server with fake ranks)."""
+from __future__ import annotations
+
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from chaos.faults import kill, pause, rank_freeze, restart
+from chaos.faults.base import Policy
+from chaos.faults.ledger import Ledger, cleanup
+from chaos.targets import _proc
+from chaos.targets.docker import LABEL_RUN, LABEL_TARGET, DockerTarget
+from tests._support import free_port, require
+
+pytestmark = pytest.mark.docker
+IMAGE = "llm-chaos-base:bookworm"
+TINY = Path(__file__).with_name("tinyserver.py").read_text()
+
+
+@pytest.fixture
+def target(tmp_path):
+    require(f"image:{IMAGE}")
+    port = free_port()
+    run_id = uuid.uuid4().hex[:8]
+    t = DockerTarget("dock", IMAGE, args=["python3", "-c", TINY, str(port), "--ranks", "2"], port=port,
+                     run_id=run_id, state_dir=tmp_path, restart_policy="always", shm_size="64m", env={"X": "1"})
+    try:
+        t.start()
+        t.wait_healthy(30)
+        yield t
+    finally:
+        t.remove()
+
+
+@pytest.fixture
+def policy(tmp_path) -> Policy:
+    return Policy(ledger=Ledger(tmp_path / "ledger"), verify_timeout_s=5.0)
+
+
+def _ranks(t: DockerTarget) -> list[int]:
+    deadline = time.monotonic() + 10
+    while len(t.rank_pids()) < 2:
+        assert time.monotonic() < deadline, t.rank_pids()
+        time.sleep(0.1)
+    return t.rank_pids()
+
+
+def test_labels_policy_host_network_env_and_exec(target):
+    c = target.container
+    assert c.labels[LABEL_RUN] == target.run_id and c.labels[LABEL_TARGET] == "dock"
+    hc = c.attrs["HostConfig"]
+    assert hc["RestartPolicy"]["Name"] == "always" and hc["NetworkMode"] == "host" and hc["ShmSize"] == 64 * 2**20
+    rc, out = target.exec(["python3", "-c", "import os; print(os.environ['X'])"])
+    assert (rc, out.strip()) == (0, "1")
+    assert "listening" in target.logs(5)
+
+
+def test_exec_into_a_rank_and_freeze_it(target, policy):
+    main, rank1 = _ranks(target)
+    assert "chaos-sim-rank1" in _proc.cmdline(rank1)
+    rc, out = target.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"])
+    assert rc == 0 and "chaos-sim-rank1" in out
+    with rank_freeze(target, rank=1).using(policy):
+        assert target.proc_state(rank1) == "T"
+    assert target.proc_state(rank1) != "T"
+
+
+def test_pause_fault_and_cleanup_unpauses_a_container(target, policy):
+    f = pause(target).using(policy)
+    f.inject()
+    assert target.container.status == "paused" and not target.health()
+    assert any("unpause" in line for line in cleanup(policy.ledger.state_dir))
+    assert target.container.status == "running"
+    f.revert(check=False)
+    target.wait_healthy(10)
+
+
+def test_restart_and_kill_faults_bring_a_new_process_that_answers(target, policy):
+    with restart(target, recover_timeout_s=30).using(policy) as f:
+        assert f.evidence["restart_count"] == 1
+    old = target.pid()
+    k = kill(target, signal.SIGKILL, recover_timeout_s=30).using(policy)
+    k.inject()
+    k.revert()
+    assert target.pid() != old and target.health()
+    assert target.container.attrs["RestartCount"] >= 1
