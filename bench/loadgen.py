@@ -3,17 +3,21 @@
 1. streamed completions per second on one core (one process) for: our instrumented Locust user,
    a plain FastHttpUser that only reads the stream, and a plain aiohttp client;
 2. TTFT error of our records against the simulator's ground-truth request log at 256 concurrent
-   streams: (t_send + ttft) - t_first_token per request, P99 of the absolute value.
+   streams (closed loop, no think time: the client runs CPU-bound, so this includes its queueing):
+   (t_send + ttft) - t_first_token per request, P99 of the absolute value (the RESULT); plus the
+   same at an arrival rate of 25% of capacity (up to 256 users), where the client is not saturated.
+Throughput is reported per wall second and per CPU second of the client process (= completions/s
+on one fully used core; the RESULT uses this, since the 2-core host is shared with the server).
 Falls back to tests/load/sse_server.py when the simulator is not runnable (says so).
 Run: .venv/bin/python bench/loadgen.py [--duration 8]
 """
 from __future__ import annotations
 
 import argparse
-import asyncio
 import csv
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -31,16 +35,26 @@ from chaos.load.stats import percentile  # noqa: E402
 
 CLASSES = {"short": 32, "long": 32, "xl": 32}
 MAX_TOKENS = 16
+# every client sends a unique 32-token prompt (a counter first), so the server does the same work
+PROMPT_JSON = '{"model": "sim-model", "prompt": "%d ' + "abc " * 31 + '", "max_tokens": ' + str(MAX_TOKENS) + ', "stream": true}'
 PLAIN = '''
-from locust import constant
+import itertools
+from locust import constant, task
 from chaos.load.users import PlainStreamUser
-import json, os
+TEMPLATE = %r.encode()
+N = itertools.count()
 class Plain(PlainStreamUser):
     abstract = False
     wait_time = constant(0)
     path = "/v1/completions"
-    payload = json.dumps({"model": "sim-model", "prompt": "hello " * 32, "max_tokens": %d, "stream": True}).encode()
-''' % MAX_TOKENS
+
+    @task
+    def stream(self):
+        with self.client.request("POST", self.path, data=TEMPLATE %% next(N), stream=True, catch_response=True,
+                                 headers={"content-type": "application/json"}) as resp:
+            for _ in resp.iter_content(4096):
+                pass
+''' % PROMPT_JSON
 
 
 def _port() -> int:
@@ -93,15 +107,27 @@ class Server:
                 self.proc.kill()
 
 
-def ours(url: str, users: int, duration: float, out: Path) -> tuple[float, list]:
+def _child_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def measured(fn, *args) -> tuple[float, float]:
+    """(completions per wall second, completions per CPU second of the client processes)."""
+    cpu0 = _child_cpu()
+    n, wall = fn(*args)
+    cpu = _child_cpu() - cpu0
+    return n / wall, n / cpu if cpu > 0 else 0.0
+
+
+def ours(url: str, users: int, duration: float, out: Path) -> tuple[int, float]:
     res = run_load(url, out_dir=out, users=users, duration_s=duration, api="completions", classes=CLASSES,
                    max_tokens=MAX_TOKENS)
     ok = [r for r in res.records if r.ok]
-    span = max(r.t_end for r in ok) - min(r.t_send for r in ok) if ok else duration
-    return len(ok) / span, res.records
+    return len(ok), (max(r.t_end for r in ok) - min(r.t_send for r in ok)) if ok else duration
 
 
-def plain_fasthttp(url: str, users: int, duration: float, tmp: Path) -> float:
+def plain_fasthttp(url: str, users: int, duration: float, tmp: Path) -> tuple[int, float]:
     lf = tmp / "plain_locustfile.py"
     lf.write_text(PLAIN)
     prefix = tmp / "plain"
@@ -111,33 +137,36 @@ def plain_fasthttp(url: str, users: int, duration: float, tmp: Path) -> float:
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(f"{prefix}_stats.csv") as f:
         row = [r for r in csv.DictReader(f) if r["Name"] == "Aggregated"][0]
-    return int(row["Request Count"]) / duration
+    return int(row["Request Count"]), duration
 
 
 AIOHTTP = '''
-import asyncio, json, sys, time, aiohttp
+import asyncio, sys, time, aiohttp
 url, users, duration = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-body = json.dumps({"model": "sim-model", "prompt": "hello " * 32, "max_tokens": %d, "stream": True})
+TEMPLATE = %r
 async def user(s, end, n):
     while time.monotonic() < end:
+        body = TEMPLATE %% n[1]
+        n[1] += 1
         async with s.post(url + "/v1/completions", data=body, headers={"content-type": "application/json"}) as r:
             async for _ in r.content:
                 pass
         n[0] += 1
 async def main():
-    n = [0]
+    n = [0, 0]
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=users)) as s:
         t0 = time.monotonic()
         await asyncio.gather(*[user(s, t0 + duration, n) for _ in range(users)])
-        print(n[0] / (time.monotonic() - t0))
+        print(n[0], time.monotonic() - t0)
 asyncio.run(main())
-''' % MAX_TOKENS
+''' % PROMPT_JSON
 
 
-def plain_aiohttp(url: str, users: int, duration: float) -> float:
+def plain_aiohttp(url: str, users: int, duration: float) -> tuple[int, float]:
     out = subprocess.run([sys.executable, "-c", AIOHTTP, url, str(users), str(duration)], capture_output=True,
                          text=True, timeout=duration + 60)
-    return float(out.stdout.strip().splitlines()[-1])
+    n, wall = out.stdout.strip().splitlines()[-1].split()
+    return int(n), float(wall)
 
 
 def ttft_errors(records: list, log: Path) -> list[float]:
@@ -156,30 +185,42 @@ def ttft_errors(records: list, log: Path) -> list[float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--duration", type=float, default=8.0)
+    ap.add_argument("--duration", type=float, default=6.0)
     ap.add_argument("--users", type=int, default=32)
+    ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="loadgen-"))
     log = tmp / "server-requests.jsonl"
     srv = Server(log)
     try:
         print(f"server: {srv.kind} at {srv.url}; {os.cpu_count()} cores on this host (server shares them)")
-        ours_s, _ = ours(srv.url, args.users, args.duration, tmp / "ours")
-        fast_s = plain_fasthttp(srv.url, args.users, args.duration, tmp)
-        aio_s = plain_aiohttp(srv.url, args.users, args.duration)
-        _, recs = ours(srv.url, 256, args.duration, tmp / "ttft")
+        best = {"ours": (0.0, 0.0), "fast": (0.0, 0.0), "aio": (0.0, 0.0)}
+        for i in range(args.rounds):  # interleaved rounds, best of each: the host is shared and noisy
+            for key, fn, extra in (("ours", ours, tmp / f"ours{i}"), ("fast", plain_fasthttp, tmp),
+                                   ("aio", plain_aiohttp, None)):
+                got = measured(fn, srv.url, args.users, args.duration, *([extra] if extra else []))
+                best[key] = max(best[key], got, key=lambda v: v[1])
+        recs = run_load(srv.url, out_dir=tmp / "ttft", users=256, duration_s=args.duration, api="completions",
+                        classes=CLASSES, max_tokens=MAX_TOKENS).records
+        paced = run_load(srv.url, out_dir=tmp / "paced", rate=max(10.0, best["ours"][0] * 0.25), max_users=256,
+                         duration_s=args.duration, api="completions", classes=CLASSES, max_tokens=MAX_TOKENS).records
     finally:
         srv.stop()
     errs = ttft_errors(recs, log)
+    perrs = ttft_errors(paced, log)
     if not errs:
         raise SystemExit("no records matched the server's request log")
     p99 = percentile([abs(e) for e in errs], 99)
-    print(f"{'client':<28}{'completions/s':>14}")
-    for name, v in (("ours (instrumented user)", ours_s), ("plain FastHttpUser", fast_s), ("plain aiohttp", aio_s)):
-        print(f"{name:<28}{v:>14.0f}")
-    print(f"ours / plain FastHttpUser: {ours_s / fast_s:.2f}")
+    print(f"{'client (' + str(args.users) + ' users, 1 process)':<34}{'per wall s':>12}{'per CPU s':>12}")
+    for name, key in (("ours (instrumented user)", "ours"), ("plain FastHttpUser", "fast"), ("plain aiohttp", "aio")):
+        print(f"{name:<34}{best[key][0]:>12.0f}{best[key][1]:>12.0f}")
+    ours_s, fast_s, aio_s = best["ours"][1], best["fast"][1], best["aio"][1]
+    print(f"ours / plain FastHttpUser (per CPU s = on one core): {ours_s / fast_s:.2f}")
     print(f"TTFT error vs server log at 256 streams: n={len(errs)} p50={percentile(errs, 50):.3f} ms "
           f"p99(|err|)={p99:.3f} ms max={max(errs):.3f} ms")
+    if perrs:
+        print(f"TTFT error, paced at 25% of capacity (<=256 users): n={len(perrs)} "
+              f"p50={percentile(perrs, 50):.3f} ms p99(|err|)={percentile([abs(e) for e in perrs], 99):.3f} ms")
     print(f"RESULT ours_per_s={ours_s:.0f} fasthttp_per_s={fast_s:.0f} aiohttp_per_s={aio_s:.0f} "
           f"ttft_err_p99_ms={p99:.3f}")
 

@@ -39,6 +39,7 @@ class SimulatorOptions(_Strict):
 
     profile: Literal["a100-80g", "h200", "instant"] = "instant"
     max_num_seqs: int = Field(256, ge=1)
+    max_model_len: int = Field(40960, ge=16, description="room for the 32k prompt class plus its output")
     startup_delay_s: float = Field(0.0, ge=0)
     collective_timeout_s: float = Field(300.0, gt=0)
     time_scale: float = Field(1.0, gt=0)

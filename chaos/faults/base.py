@@ -57,12 +57,16 @@ def _critical() -> Iterator[None]:
     """Hold SIGINT/SIGTERM (main thread) and the act lock so a record and its action stay together."""
     main = threading.current_thread() is threading.main_thread()
     with _act_lock:
+        if main:
+            _ledger.enter_critical()
         old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM}) if main else None
         try:
             yield
         finally:
             if old is not None:
                 signal.pthread_sigmask(signal.SIG_SETMASK, old)
+            if main:
+                _ledger.exit_critical()
 
 
 class Fault:

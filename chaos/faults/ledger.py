@@ -42,8 +42,11 @@ class Ledger:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         line = (json.dumps(record, default=str, separators=(",", ":")) + "\n").encode()
         with _write_lock:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             try:
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    line = b"\n" + line  # seal a torn line a crash left, so this record stays readable
                 os.write(fd, line)
                 os.fsync(fd)
             finally:
@@ -170,9 +173,29 @@ def revert_all(*, by: str = "signal") -> list[str]:
 
 
 _previous: dict[int, Any] = {}
+_critical_depth = 0  # > 0 while the main thread records+acts; a signal then waits until it is done
+_deferred: list[int] = []
+
+
+def enter_critical() -> None:
+    global _critical_depth
+    _critical_depth += 1
+
+
+def exit_critical() -> None:
+    """Leave a critical section; run a signal that arrived meanwhile (it may raise)."""
+    global _critical_depth
+    _critical_depth -= 1
+    if _critical_depth == 0 and _deferred:
+        _handler(_deferred.pop(0), None)
 
 
 def _handler(signum: int, frame: Any) -> None:
+    # Python runs handlers in the main thread between bytecodes, even when the main thread has the
+    # signal masked (another thread took it), so the mask alone cannot keep a record and its action together
+    if _critical_depth > 0:
+        _deferred.append(signum)
+        return
     revert_all()
     prev = _previous.get(signum)
     if callable(prev) and prev is not signal.default_int_handler:

@@ -19,9 +19,10 @@ import gevent
 from locust import events
 from locust.runners import LocalRunner, WorkerRunner
 
+from chaos.errors import ConfigError
 from chaos.load.config import LoadConfig, from_environ
 from chaos.load.records import RequestRecord
-from chaos.load import shapes
+from chaos.load import pacing, shapes
 from chaos.load import users as _users
 from chaos.load.workloads import make_workload
 from chaos.resilience.backoff import Backoff
@@ -36,7 +37,7 @@ class Context:
                                       n=cfg.workload_n)
         self.policy = cfg.retry_policy()
         self.environment = None
-        self.schedule: shapes.ArrivalSchedule | None = None
+        self.schedule: pacing.ArrivalSchedule | None = None
         self.inflight = 0
         out = Path(cfg.out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -55,7 +56,7 @@ class Context:
         if self.schedule is None:
             index = getattr(getattr(self.environment, "runner", None), "worker_index", 0) or 0
             workers = max(1, self.cfg.workers)
-            self.schedule = shapes.ArrivalSchedule(shapes.poisson_offsets(
+            self.schedule = pacing.ArrivalSchedule(pacing.poisson_offsets(
                 self.cfg.rate_per_s / workers, self.cfg.duration_s, seed=self.cfg.seed * 7919 + index))
         return self.schedule.delay()
 
@@ -86,7 +87,11 @@ class Context:
         self._file.close()
 
 
-CONFIG = from_environ()
+try:
+    CONFIG = from_environ()
+except ConfigError as _e:  # one clear line, not a traceback, when run on its own
+    sys.stderr.write(f"chaos locustfile: error: {_e}\n")
+    sys.exit(2)
 
 
 class ChatOrCompletionUser(_users.LLMUser):

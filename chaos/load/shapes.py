@@ -3,9 +3,7 @@ from __future__ import annotations
 
 from locust import LoadTestShape
 
-from chaos.load.pacing import ArrivalSchedule, poisson_offsets
-
-__all__ = ["ArrivalSchedule", "FixedShape", "RampShape", "StepShape", "poisson_offsets"]
+__all__ = ["FixedShape", "RampShape", "StepShape"]
 
 
 class RampShape(LoadTestShape):

@@ -18,8 +18,6 @@ def _nonempty_text(payload: bytes) -> bool | None:
     for key in (b'"text":', b'"content":'):
         i = payload.find(key)
         if i >= 0:
-            if payload.find(key, i + 1) >= 0 or payload.count(b'"index"') > 1:
-                return None  # several choices or odd shape: let the JSON parser decide
             j = i + len(key)
             while payload[j:j + 1] == b" ":
                 j += 1
@@ -51,7 +49,7 @@ class StreamMeter:
         self.bad_json = 0
 
     def feed(self, line: bytes, now: float) -> bool:
-        """Consume one line; returns True once `data: [DONE]` was seen."""
+        """Consume one stripped line; returns True once `data: [DONE]` was seen."""
         if not line.startswith(_DATA):
             return False
         payload = line[5:].strip()

@@ -165,13 +165,18 @@ class LLMUser(FastHttpUser):
     def _read_stream(self, rec: RequestRecord, raw, t0: float) -> None:
         meter = StreamMeter(t0)
         t_end = None
+        sep = b"\n"
         try:
             while True:
-                line = raw.readline(b"\n")
+                line = raw.readline(sep)
                 if not line:
                     break
-                if meter.feed(line, _perf()):
-                    t_end = _perf()
+                now = _perf()
+                if sep == b"\n" and line.startswith(b"data:") and not line.endswith(b"\r\n"):
+                    sep = b"\n\n"  # plain-LF SSE: read one whole event per call from now on
+                line = line.strip()
+                if line and meter.feed(line, now):
+                    t_end = now
             if raw.message_complete is False and not meter.done:
                 raise HTTPConnectionClosed("stream ended before the message was complete")
         except Exception as e:

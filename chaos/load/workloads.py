@@ -82,22 +82,24 @@ class MixWorkload:
         self.rng = random.Random(seed)
         self._names = [c for c in self.mix if self.mix[c] > 0]
         self._weights = [self.mix[c] for c in self._names]
-        self._base: dict[str, str] = {}
+        self._base: dict[str, tuple[str, int]] = {}
         self._n = itertools.count()
         self._lock = threading.Lock()
 
-    def _base_text(self, cls: str) -> str:
+    def _base_text(self, cls: str) -> tuple[str, int]:
         if cls not in self._base:
-            # the unique head takes 2 tokens; the rest is shared filler generated once per class
-            self._base[cls] = words(max(1, self.classes[cls] - 2), random.Random(f"{cls}"))
+            # the unique head takes 2 tokens; the rest is shared filler generated (and counted) once
+            text = words(max(1, self.classes[cls] - 2), random.Random(f"{cls}"))
+            self._base[cls] = (text, count_tokens(text))
         return self._base[cls]
 
     def next(self) -> Prompt | None:
         with self._lock:
             cls = self.rng.choices(self._names, self._weights)[0]
             i = next(self._n)
-            text = f"{i:03x} {words(1, self.rng)} {self._base_text(cls)}"
-        return Prompt(cls, text, count_tokens(text))
+            base, n = self._base_text(cls)
+            text = f"{i:03x} {words(1, self.rng)} {base}"
+        return Prompt(cls, text, n + 2)  # hex counter and a 3-letter word: one token each
 
 
 class ListWorkload:

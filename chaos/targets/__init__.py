@@ -27,6 +27,7 @@ def sim_args(cfg: "TargetConfig", *, run_id: str, state_dir: str | os.PathLike[s
     assert sim is not None
     args = ["--host", cfg.host, "--port", str(cfg.port), "--tensor-parallel-size", str(cfg.tp_size),
             "--profile", sim.profile, "--max-num-seqs", str(sim.max_num_seqs),
+            "--max-model-len", str(sim.max_model_len),
             "--collective-timeout", f"{sim.collective_timeout_s:g}", "--time-scale", f"{sim.time_scale:g}",
             "--admin-token", admin_token(run_id),
             "--request-log", str(Path(state_dir).resolve() / f"{cfg.name}.requests.jsonl")]

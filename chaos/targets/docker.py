@@ -17,7 +17,7 @@ from chaos.targets import _proc
 from chaos.targets.base import http_health, wait_until
 
 LABEL_RUN, LABEL_TARGET, LABEL_STATE = "llm-chaos.run-id", "llm-chaos.target", "llm-chaos.state-dir"
-RANK_RE = re.compile(r"(?:chaos-sim-rank|VllmWorker|VLLM::Worker)[-_ ]*(?:TP)?(\d+)")
+RANK_RE = re.compile(r"(?:chaos-sim-rank(?:\s+--rank)?|VllmWorker|VLLM::Worker)[-_ =]*(?:TP)?(\d+)")
 
 
 def client_for(docker_host: str | None = None) -> Any:
@@ -83,7 +83,7 @@ class DockerTarget:
         policy: dict[str, Any] = {"Name": self.restart_policy}
         kw: dict[str, Any] = dict(image=self.image, command=self.args or None, name=self.container_name, detach=True,
                                   labels=self.labels(), restart_policy=policy, network_mode="host",
-                                  environment=self.env, init=False)
+                                  environment=self.env, init=True)  # tini: SIGTERM reaches the server
         if self.ipc_host:
             kw["ipc_mode"] = "host"
         if self.shm_size:
@@ -201,7 +201,8 @@ class DockerTarget:
         workers = [pid for _, pid in ranked]
         if any("Vllm" in cmd or "VLLM" in cmd for _, cmd in procs if RANK_RE.search(cmd)):
             return workers
-        mains = [pid for pid, cmd in procs if ("chaos sim" in cmd or "chaos.stack.sim" in cmd) and not RANK_RE.search(cmd)]
+        mains = [pid for pid, cmd in procs if ("chaos sim" in cmd or "chaos.stack.sim" in cmd)
+                 and not RANK_RE.search(cmd) and "docker-init" not in cmd]
         main = mains[-1] if mains else self.pid()
         return ([main] if main else []) + workers
 

@@ -15,7 +15,7 @@ from chaos.errors import TargetError
 from chaos.targets import _proc
 from chaos.targets.base import http_health, wait_until
 
-RANK_RE = re.compile(r"(?:chaos-sim-rank|VllmWorker|VLLM::Worker)[-_ ]*(?:TP)?(\d+)")
+RANK_RE = re.compile(r"(?:chaos-sim-rank(?:\s+--rank)?|VllmWorker|VLLM::Worker)[-_ =]*(?:TP)?(\d+)")
 
 
 def _unblock_signals() -> None:

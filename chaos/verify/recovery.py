@@ -6,6 +6,7 @@ from the fault's end (t_revert), the moment the SLAs count from.
 """
 from __future__ import annotations
 
+import bisect
 import statistics
 from typing import Sequence
 
@@ -44,11 +45,12 @@ def time_to_steady(records: Sequence[RequestRecord], t_from: float, *, window_s:
     recs = sorted((r for r in records if r.t_send >= t_from), key=lambda r: r.t_send)
     if not recs:
         return None
-    last = recs[-1].t_send
+    last = max(r.t_end for r in recs)
     step = step_s or max(window_s / 20.0, 0.01)
+    sends = [r.t_send for r in recs]
     start = t_from
     while start + window_s <= last + 1e-9:
-        win = [r for r in recs if start <= r.t_send < start + window_s]
+        win = recs[bisect.bisect_left(sends, start):bisect.bisect_left(sends, start + window_s)]
         if len(win) >= min_requests and _steady(win, error_budget, p99_limit_s):
             return start - t_from
         start += step
@@ -64,6 +66,20 @@ def _steady(win: Sequence[RequestRecord], budget: float, p99_limit_s: float | No
         return True
     p99 = percentile([r.e2e for r in win if r.ok and r.e2e is not None], 99)
     return p99 is not None and p99 <= p99_limit_s
+
+
+def _fault_errors(records: Sequence[RequestRecord], t0: float, t1: float) -> tuple[int, int, int, int]:
+    """(failed, logical requests started in [t0, t1], failed attempts, attempts sent in it)."""
+    first: dict[str, float] = {}
+    final_ok: dict[str, bool] = {}
+    for r in records:
+        first[r.request_id] = min(first.get(r.request_id, r.t_send), r.t_send)
+        if r.final:
+            final_ok[r.request_id] = r.ok
+    started = [rid for rid, t in first.items() if t0 <= t <= t1]
+    attempts = [r for r in records if t0 <= r.t_send <= t1]
+    return (sum(1 for rid in started if not final_ok.get(rid, False)), len(started),
+            sum(1 for r in attempts if not r.ok), len(attempts))
 
 
 def _gpu_rows(v: Verdict, mem: Sequence[Sample], t_inject: float, slas: SLAs, release: float, retake: float) -> None:
@@ -114,17 +130,17 @@ def recovery_verdict(window: tuple[float, float], timeline: Timeline, records: S
           t_s is not None and t_s <= slas.steady_state_s,
           f"rolling {steady_window_s:g} s window: error rate <= {slas.error_budget:.2%}"
           + (f", e2e P99 <= {p99_limit_s:g} s" if p99_limit_s else ""))
-    during = [r for r in records if r.final and t_inject <= r.t_send <= t_revert]
-    bad = sum(1 for r in during if not r.ok)
-    rate = bad / len(during) if during else None
+    bad, n, att_bad, att_n = _fault_errors(records, t_inject, t_revert)
+    rate = bad / n if n else None
     v.add("fault_error_rate", fault_error_rate_max, None if rate is None else round(rate, 6),
           None if fault_error_rate_max is None or rate is None else rate <= fault_error_rate_max,
-          f"{bad}/{len(during)} logical requests failed while the fault lasted")
+          f"{bad}/{n} logical requests started during the fault failed in the end; "
+          f"{att_bad}/{att_n} attempts failed")
     if restarts is not None:
         v.add("restarts", max_restarts, restarts, None if max_restarts is None else restarts <= max_restarts)
     mem = timeline.series("gpu", "mem_used")
     if crash and mem:
         _gpu_rows(v, mem, t_inject, slas, gpu_release_fraction, gpu_retake_fraction)
     v.data = {"t_inject": t_inject, "t_revert": t_revert, "health_back_s": t_h, "first_completion_s": t_c,
-              "steady_state_s": t_s, "fault_errors": bad, "fault_requests": len(during)}
+              "steady_state_s": t_s, "fault_errors": bad, "fault_requests": n, "fault_attempt_errors": att_bad}
     return v

@@ -68,28 +68,28 @@ def run_recovery(stack, scenario, summary, kind: str | None, load: str) -> None:
     evidence: dict = {}
     if kind is None:
         with sc.phase("no fault: same load, same observers"):
-            time.sleep(sc.scaled(40))
+            time.sleep(sc.scaled(20))
         t_inject = t_end = time.time()
     else:
         fault = make_fault(kind, stack, name)
         t_inject = time.time()
         info = sc.inject(fault)
+        # the stack must heal itself: recovery counts from the moment the fault was injected
+        t_end = t_inject
         evidence = dict(getattr(fault, "evidence", {}) or {}, **(info or {}))
         if kind not in INSTANT:
-            # hold until the engine has died of the timeout (health leaves 200), then undo the cause
+            # hold until the engine has died of the timeout (its supervisor restarts it), then undo the cause
             timeout = env.target(name).simulator.collective_timeout_s if env.target(name).simulator else 300
             deadline = time.time() + timeout + 15
             while time.time() < deadline and target.restart_count() == restarts_before:
                 time.sleep(0.1)
             evidence["engine_died_after_s"] = round(time.time() - t_inject, 2)
-        sc.revert()
-        t_end = time.time()
+        # the engine died of the fault and was replaced: the frozen rank or cut link's victim is gone
+        sc.revert(check=target.restart_count() == restarts_before)
         sc.wait_recovered(t_end, env.slas.recovery_s * 2)
-        with sc.phase("steady state after recovery"):
-            time.sleep(sc.scaled(30))
-    sc.load.stop()
-    records = sc.load.records() if hasattr(sc.load, "records") else []
-    sc.records = records
+    with sc.phase("steady state after recovery"):
+        time.sleep(2 * sc.scaled(30) + 1)  # room for one full rolling window after recovery
+    records = sc.records = sc.load.stop().records
     sc.load = None
     restarts = target.restart_count() - restarts_before
     stage1 = []
@@ -97,7 +97,9 @@ def run_recovery(stack, scenario, summary, kind: str | None, load: str) -> None:
         checks = {"restarts_seen": lambda n: n >= 1} if kind != "gpu-driver-reset" else {}
         evidence["restarts_seen"] = restarts
         stage1 = [fault_happened(evidence, **checks)]
-    rv = recovery_verdict((t_inject, t_end), sc.timeline, [r for r in records], env.slas, restarts=restarts,
+    # replica-level recovery: its own probes and the traffic it served (others may cover for it meanwhile)
+    served = [r for r in records if (r.served_by or "").endswith(name)] or records
+    rv = recovery_verdict((t_inject, t_end), sc.timeline, served, env.slas, restarts=restarts,
                           crash=kind in ("crash-sigkill", "gpu-driver-reset"), steady_window_s=sc.scaled(30))
     av = accounting_verdict(records, read_server_log(*stack.request_logs()))
     rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")

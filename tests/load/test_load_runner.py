@@ -98,7 +98,6 @@ def test_rate_shape_follows_the_schedule(sse_server, tmp_path):
     assert len(res.records) == n
 
 
-@pytest.mark.slow
 def test_distributed_two_workers_merge(sse_server, tmp_path):
     res = run_load(sse_server.url, out_dir=tmp_path, users=4, duration_s=2.0, classes=SMALL_CLASSES, workers=2)
     files = list(tmp_path.glob("records-*.jsonl"))
@@ -106,3 +105,23 @@ def test_distributed_two_workers_merge(sse_server, tmp_path):
     assert len(res.records) > 10 and all(r.ok for r in res.records)
     assert len({r.request_id for r in res.records}) == len(res.records)
     assert res.records == sorted(res.records, key=lambda r: r.t_send)
+
+
+def test_finite_workload_ends_the_run_early(sse_server, tmp_path):
+    t0 = time.monotonic()
+    res = run_load(sse_server.url, out_dir=tmp_path, users=2, duration_s=30, workload="burst", workload_n=5,
+                   classes=SMALL_CLASSES)
+    assert time.monotonic() - t0 < 15
+    assert len(res.records) == 5 and {r.prompt_class for r in res.records} == {"xl"}
+    assert all(r.prompt_tokens == 7 for r in res.records)  # the server's usage count wins
+
+
+@pytest.mark.parametrize("shape", ["ramp", "step"])
+def test_ramp_and_step_shapes_run_bounded(sse_server, tmp_path, shape):
+    t0 = time.monotonic()
+    res = run_load(sse_server.url, out_dir=tmp_path, shape=shape, users=4, duration_s=1.5, step_s=0.5,
+                   classes=SMALL_CLASSES)
+    assert res.records and all(r.ok for r in res.records)
+    assert time.monotonic() - t0 < 15
+    span = res.records[-1].t_send - res.records[0].t_send
+    assert span < 2.5

@@ -167,3 +167,12 @@ def test_read_dir_live_skips_partial_line(tmp_path):
     assert len(read_dir(tmp_path, live=True)) == 1
     with pytest.raises(LoadError, match="records-h-1.jsonl:2"):
         read_dir(tmp_path)
+
+
+def test_importing_chaos_load_does_not_import_locust():
+    import subprocess
+    import sys
+
+    code = "import sys, chaos.load, chaos.observe; print('locust' in sys.modules, 'gevent' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["False", "False"], out.stderr

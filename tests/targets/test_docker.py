@@ -87,3 +87,26 @@ def test_restart_and_kill_faults_bring_a_new_process_that_answers(target, policy
     k.revert()
     assert target.pid() != old and target.health()
     assert target.container.attrs["RestartCount"] >= 1
+
+
+def test_simulator_image_ranks_and_freeze(tmp_path, policy):
+    """The image built offline from docker/: `chaos sim` with TP 2, rank 1 found via docker top and frozen."""
+    require("image:llm-chaos-sim:latest")
+    from chaos.env import SimulatorOptions, Target as TargetConfig
+    from chaos.targets import make_target
+
+    cfg = TargetConfig(name="simd", kind="docker", image="llm-chaos-sim:latest", port=free_port(), tp_size=2,
+                       rank_ports=[free_port()], simulator=SimulatorOptions(collective_timeout_s=30))
+    t = make_target(cfg, run_id=uuid.uuid4().hex[:8], state_dir=tmp_path)
+    try:
+        t.start()
+        t.wait_healthy(60)
+        main, rank1 = _ranks(t)
+        assert "chaos-sim-rank" in _proc.cmdline(rank1) and "chaos sim" in _proc.cmdline(main)
+        rc, out = t.exec(["cat", "/proc/1/cmdline"])
+        assert rc == 0
+        with rank_freeze(t, rank=1).using(policy):
+            assert t.proc_state(rank1) == "T"
+        assert t.proc_state(rank1) != "T" and t.health()
+    finally:
+        t.remove()

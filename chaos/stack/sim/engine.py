@@ -72,7 +72,10 @@ class Engine:
         self._wake = asyncio.Event()
         self._deadline = 0.0
         self.steps = 0
-        self.lags: deque[float] = deque(maxlen=200_000)
+        self.lags: deque[float] = deque(maxlen=200_000)  # every chunk write vs its step's end
+        self.step_lags: deque[float] = deque(maxlen=20_000)  # loop wake-up vs the step's end
+        self._prep_s = 0.0
+        self._batch: tuple[list, list] | None = None
         self.on_death: Any = None
         sched.token_source = lambda req, i: gen.token(req.gen, i)
 
@@ -131,24 +134,45 @@ class Engine:
         self.steps += 1
         if self.tp is not None:
             await self.tp.collective(self.steps)
-        delay = deadline - time.perf_counter()
+        # Wake early by the bookkeeping time so only the socket writes land after the deadline.
+        delay = deadline - self._prep_s - time.perf_counter()
         await asyncio.sleep(delay if delay > 0 else 0)
         if self.dead:
             return
         if self.hung:  # hang hit mid-step: the step never completes
-            for req, _ in plan.items:
-                req.paused_until = 0.0
             self._deadline = 0.0
             return
         self._deadline = deadline
-        self._emit(plan, deadline)
+        t0 = time.perf_counter()
+        writes, done = self._prepare(plan, time.time() + max(0.0, deadline - t0))
+        self._prep_s = 0.8 * self._prep_s + 0.2 * min(time.perf_counter() - t0, 0.005)
+        wait = deadline - time.perf_counter()
+        if wait > 0.0005:
+            await asyncio.sleep(wait)
+            if self.dead:
+                return
+        self._flush(writes, done, deadline)
 
-    def _emit(self, plan: Any, deadline: float) -> None:
-        wall = time.time()
+    def _flush(self, writes: list[tuple[Any, bytes]], done: list[Stream], deadline: float) -> None:
+        lags, perf = self.lags, time.perf_counter
+        self.step_lags.append(perf() - deadline)
+        for tr, data in writes:
+            if not tr.is_closing():
+                tr.write(data)
+                lags.append(perf() - deadline)
+        for st in done:
+            if not st.future.done():
+                st.future.set_result(st.outcome)
+
+    def _prepare(self, plan: Any, wall: float) -> tuple[list[tuple[Any, bytes]], list[Stream]]:
+        """Apply the step and build every chunk frame; nothing is written yet."""
         outs = self.sched.update(plan, wall)
-        m, enc, lags, perf = self.metrics, self.enc, self.lags, time.perf_counter
+        writes: list[tuple[Any, bytes]] = []
+        done: list[Stream] = []
+        self._batch = (writes, done)
+        m, enc = self.metrics, self.enc
         m.generation_tokens += len(outs)
-        itl_obs = m.itl.observe
+        itl_obs, add = m.itl.observe, writes.append
         for req, tok in outs:
             s: Stream = req.owner
             if req.num_output == 1:
@@ -176,10 +200,11 @@ class Engine:
                 if not s.role_sent and s.fmt.chat:
                     s.role_sent = True
                     data = s.fmt.role + data
-                tr.write(b"%x\r\n%b\r\n" % (len(data), data))
+                add((tr, b"%x\r\n%b\r\n" % (len(data), data)))
             else:
                 self._finish(s, fin, wall, last=enc[tok])
-            lags.append(perf() - deadline)
+        self._batch = None
+        return writes, done
 
     def _fault_hit(self, s: Stream, req: Request, wall: float) -> bool:
         """Apply a stream's mid-stream fault once `fault_at` tokens went out; True = consumed."""
@@ -223,8 +248,14 @@ class Engine:
                 parts.append(s.fmt.usage(req.num_prompt, req.num_output))
             parts.append(P.DONE)
             data = b"".join(parts)
-            s.transport.write(b"%x\r\n%b\r\n" % (len(data), data))
-        if not s.future.done():
+            frame = b"%x\r\n%b\r\n" % (len(data), data)
+            if self._batch is not None:
+                self._batch[0].append((s.transport, frame))
+            else:
+                s.transport.write(frame)
+        if self._batch is not None:
+            self._batch[1].append(s)
+        elif not s.future.done():
             s.future.set_result(s.outcome)
 
     # -- death ------------------------------------------------------------------------------

@@ -212,7 +212,7 @@ class ChunkFormat:
         return b"".join((self.head, enc_tok, self.mid, finish, b',"stop_reason":null}]}\n\n'))
 
     def usage(self, prompt: int, completion: int) -> bytes:
-        return self.usage_head + json.dumps(usage(prompt, completion)).encode() + b"}\n\n"
+        return self.usage_head + json.dumps(usage(prompt, completion), separators=(",", ":")).encode() + b"}\n\n"
 
 
 DONE = b"data: [DONE]\n\n"

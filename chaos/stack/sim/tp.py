@@ -65,7 +65,7 @@ class RankGroup:
                     raise EngineDead([f"Engine core initialization failed: rank {ln.rank} at "
                                       f"{ln.connect[0]}:{ln.connect[1]} did not answer"])
                 await asyncio.sleep(0.05)
-        await asyncio.wait_for(self.collective(0), deadline_s)
+        await self.collective(0, timeout=max(self.timeout, deadline_s))
 
     async def _dial(self, ln: RankLink) -> bool:
         try:
@@ -98,9 +98,11 @@ class RankGroup:
                 return
             await asyncio.sleep(0.2)
 
-    async def collective(self, step: int) -> None:
-        """Send `step` to every rank and wait for all echoes, or die trying."""
-        self._step = step
+    async def collective(self, step: int, timeout: float | None = None) -> None:
+        """One collective (numbered internally; `step` is the engine's) or EngineDead."""
+        self._step += 1
+        step = self._step
+        timeout = timeout or self.timeout
         msg = _Q.pack(step)
         for ln in self.links:
             if ln.writer is not None:
@@ -109,17 +111,17 @@ class RankGroup:
             return
         loop = asyncio.get_running_loop()
         self._waiter = loop.create_future()
-        warn = min(60.0, self.timeout / 2)
+        warn = min(60.0, timeout / 2)
         start = loop.time()
         while True:
-            remaining = self.timeout - (loop.time() - start)
+            remaining = timeout - (loop.time() - start)
             if remaining <= 0:
                 raise EngineDead(self._timeout_lines())
             try:
                 await asyncio.wait_for(asyncio.shield(self._waiter), min(warn, remaining))
                 return
             except asyncio.TimeoutError:
-                if loop.time() - start < self.timeout:
+                if loop.time() - start < timeout:
                     log.warning("No available shared memory broadcast block found in %d seconds. "
                                 "This typically happens when some processes are hanging or doing "
                                 "some time-consuming work (e.g. compilation, weight/kv cache "

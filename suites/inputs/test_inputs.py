@@ -1,0 +1,73 @@
+"""Inputs: the special-character corpus (emoji-dense text, ZWJ sequences, combining marks, RTL, CJK)
+never takes a replica down, and malformed requests get a 4xx, never a 5xx or a dead server."""
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+from chaos.report import allure as rep
+from chaos.verify.accounting import accounting_verdict
+from chaos.verify.verdict import Verdict
+from suites.conftest import judge
+
+BAD_REQUESTS = {
+    "not-json": (b"{not json", "application/json"),
+    "wrong-content-type": (b"model=x", "text/plain"),
+    "unknown-model": (json.dumps({"model": "no-such-model", "prompt": "hi"}).encode(), "application/json"),
+    "negative-max-tokens": (json.dumps({"model": "{model}", "prompt": "hi", "max_tokens": -5}).encode(),
+                            "application/json"),
+    "prompt-wrong-type": (json.dumps({"model": "{model}", "prompt": {"a": 1}}).encode(), "application/json"),
+    "invalid-utf8": (b'{"model": "{model}", "prompt": "\xff\xfe"}', "application/json"),
+    "negative-temperature": (json.dumps({"model": "{model}", "prompt": "hi", "temperature": -1}).encode(),
+                           "application/json"),
+}
+
+
+def _post(url: str, body: bytes, ctype: str) -> int:
+    req = urllib.request.Request(url, data=body, headers={"Content-Type": ctype})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_special_characters_never_take_a_replica_down(stack, scenario, summary) -> None:
+    env = stack.env
+    rep.labels(epic="Robustness", feature="Inputs", story="special-character corpus", suite="inputs")
+    names = [t.name for t in env.targets]
+    sc = scenario("inputs-special-characters", hurt=names)
+    for n in names:
+        sc.observe(stack.direct_url(n), source=n, completion=False)
+    sc.observe(env.endpoints.api)
+    restarts = {n: stack.target(n).restart_count() for n in names}
+    with sc.phase("send the corpus", workload="special"):
+        sc.start_load(workload="special", duration_s=sc.scaled(60), users=4)
+        records = sc.finish_load()
+    v = Verdict("replicas stayed up")
+    for n in names:
+        down = [e for e in sc.timeline.find_events("state", f"health:{n}") if e.detail.get("to") != "up"
+                and e.detail.get("from") is not None]
+        v.add(f"{n}.restarts", 0, stack.target(n).restart_count() - restarts[n],
+              stack.target(n).restart_count() == restarts[n])
+        v.add(f"{n}.health_drops", 0, len(down), not down)
+    v.add("requests_sent", ">= 1", len(records), bool(records))
+    summary.add("inputs", special_requests=len(records))
+    judge("the replicas stayed up and answered", [v, accounting_verdict(records)])
+
+
+@pytest.mark.parametrize("case", list(BAD_REQUESTS))
+def test_bad_request_gets_4xx(stack, case: str) -> None:
+    env = stack.env
+    rep.labels(epic="Robustness", feature="Inputs", story="malformed requests", suite="inputs")
+    body, ctype = BAD_REQUESTS[case]
+    body = body.replace(b"{model}", env.endpoints.model.encode())
+    status = _post(f"{env.endpoints.api}/v1/completions", body, ctype)
+    assert 400 <= status < 500, f"{case}: expected a 4xx from {env.endpoints.api}, got {status}"
+    ok = _post(f"{env.endpoints.api}/v1/completions",
+               json.dumps({"model": env.endpoints.model, "prompt": "still alive?", "max_tokens": 2}).encode(),
+               "application/json")
+    assert ok == 200, f"after {case} a normal request got {ok}"
