@@ -6,8 +6,8 @@
    streams (closed loop, no think time: the client runs CPU-bound, so this includes its queueing):
    (t_send + ttft) - t_first_token per request, P99 of the absolute value (the RESULT); plus the
    same at an arrival rate of 25% of capacity (up to 256 users), where the client is not saturated.
-Throughput is reported per wall second and per CPU second of the client process (= completions/s
-on one fully used core; the RESULT uses this, since the 2-core host is shared with the server).
+Throughput is reported per wall second and per CPU second of the client process while its users
+ran (= completions/s on one fully used core; the RESULT uses this: the host is shared with the server).
 Falls back to tests/load/sse_server.py when the simulator is not runnable (says so).
 Run: .venv/bin/python bench/loadgen.py [--duration 8]
 """
@@ -17,7 +17,6 @@ import argparse
 import csv
 import json
 import os
-import resource
 import signal
 import socket
 import subprocess
@@ -38,8 +37,8 @@ MAX_TOKENS = 16
 # every client sends a unique 32-token prompt (a counter first), so the server does the same work
 PROMPT_JSON = '{"model": "sim-model", "prompt": "%d ' + "abc " * 31 + '", "max_tokens": ' + str(MAX_TOKENS) + ', "stream": true}'
 PLAIN = '''
-import itertools
-from locust import constant, task
+import itertools, json, os, time
+from locust import constant, events, task
 from chaos.load.users import PlainStreamUser
 TEMPLATE = %r.encode()
 N = itertools.count()
@@ -54,6 +53,15 @@ class Plain(PlainStreamUser):
                                  headers={"content-type": "application/json"}) as resp:
             for _ in resp.iter_content(4096):
                 pass
+
+_T = []
+@events.test_start.add_listener
+def _start(**_kw):
+    _T[:] = [time.process_time(), time.perf_counter()]
+@events.test_stop.add_listener
+def _stop(**_kw):
+    with open(os.environ["PLAIN_META"], "w") as f:
+        json.dump({"cpu_s": time.process_time() - _T[0], "wall_s": time.perf_counter() - _T[1]}, f)
 ''' % PROMPT_JSON
 
 
@@ -107,37 +115,29 @@ class Server:
                 self.proc.kill()
 
 
-def _child_cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
-def measured(fn, *args) -> tuple[float, float]:
-    """(completions per wall second, completions per CPU second of the client processes)."""
-    cpu0 = _child_cpu()
-    n, wall = fn(*args)
-    cpu = _child_cpu() - cpu0
-    return n / wall, n / cpu if cpu > 0 else 0.0
-
-
-def ours(url: str, users: int, duration: float, out: Path) -> tuple[int, float]:
+def ours(url: str, users: int, duration: float, out: Path) -> tuple[float, float]:
+    """(completions per wall second, per CPU second) of our user, from the load process's own meter."""
     res = run_load(url, out_dir=out, users=users, duration_s=duration, api="completions", classes=CLASSES,
                    max_tokens=MAX_TOKENS)
-    ok = [r for r in res.records if r.ok]
-    return len(ok), (max(r.t_end for r in ok) - min(r.t_send for r in ok)) if ok else duration
+    n = sum(1 for r in res.records if r.ok)
+    meta = res.client_cpu[0]
+    return n / meta["wall_s"], n / meta["cpu_s"]
 
 
-def plain_fasthttp(url: str, users: int, duration: float, tmp: Path) -> tuple[int, float]:
+def plain_fasthttp(url: str, users: int, duration: float, tmp: Path) -> tuple[float, float]:
     lf = tmp / "plain_locustfile.py"
     lf.write_text(PLAIN)
     prefix = tmp / "plain"
     subprocess.run([sys.executable, "-m", "locust", "-f", str(lf), "--headless", "--host", url, "-u", str(users),
                     "-r", str(users), "-t", f"{int(duration)}s", "--csv", str(prefix), "--only-summary",
                     "--loglevel", "WARNING", "--exit-code-on-error", "0"], cwd=REPO, timeout=duration + 60,
+                   env=dict(os.environ, PLAIN_META=str(tmp / "plain-meta.json")),
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(f"{prefix}_stats.csv") as f:
         row = [r for r in csv.DictReader(f) if r["Name"] == "Aggregated"][0]
-    return int(row["Request Count"]), duration
+    meta = json.loads((tmp / "plain-meta.json").read_text())
+    n = int(row["Request Count"])
+    return n / meta["wall_s"], n / meta["cpu_s"]
 
 
 AIOHTTP = '''
@@ -155,18 +155,18 @@ async def user(s, end, n):
 async def main():
     n = [0, 0]
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=users)) as s:
-        t0 = time.monotonic()
+        t0, c0 = time.monotonic(), time.process_time()
         await asyncio.gather(*[user(s, t0 + duration, n) for _ in range(users)])
-        print(n[0], time.monotonic() - t0)
+        print(n[0], time.monotonic() - t0, time.process_time() - c0)
 asyncio.run(main())
 ''' % PROMPT_JSON
 
 
-def plain_aiohttp(url: str, users: int, duration: float) -> tuple[int, float]:
+def plain_aiohttp(url: str, users: int, duration: float) -> tuple[float, float]:
     out = subprocess.run([sys.executable, "-c", AIOHTTP, url, str(users), str(duration)], capture_output=True,
                          text=True, timeout=duration + 60)
-    n, wall = out.stdout.strip().splitlines()[-1].split()
-    return int(n), float(wall)
+    n, wall, cpu = out.stdout.strip().splitlines()[-1].split()
+    return int(n) / float(wall), int(n) / float(cpu)
 
 
 def ttft_errors(records: list, log: Path) -> list[float]:
@@ -198,7 +198,7 @@ def main() -> None:
         for i in range(args.rounds):  # interleaved rounds, best of each: the host is shared and noisy
             for key, fn, extra in (("ours", ours, tmp / f"ours{i}"), ("fast", plain_fasthttp, tmp),
                                    ("aio", plain_aiohttp, None)):
-                got = measured(fn, srv.url, args.users, args.duration, *([extra] if extra else []))
+                got = fn(srv.url, args.users, args.duration, *([extra] if extra else []))
                 best[key] = max(best[key], got, key=lambda v: v[1])
         recs = run_load(srv.url, out_dir=tmp / "ttft", users=256, duration_s=args.duration, api="completions",
                         classes=CLASSES, max_tokens=MAX_TOKENS).records

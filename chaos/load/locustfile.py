@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 
 if __package__ in (None, ""):  # run by path: make `chaos` importable from a checkout
@@ -45,6 +46,7 @@ class Context:
         self._buf: list[str] = []
         self._file = open(self.path, "a", encoding="utf-8")
         self._flusher = gevent.spawn(self._flush_loop)
+        self._t_start: tuple[float, float] | None = None
 
     def backoff(self, rng) -> Backoff | None:
         return Backoff(self.policy, rng) if self.policy is not None else None
@@ -80,6 +82,18 @@ class Context:
         runner = getattr(self.environment, "runner", None)
         if isinstance(runner, LocalRunner) and self.inflight == 0:
             gevent.spawn_later(0.05, runner.quit)
+
+    def write_meta(self) -> None:
+        """`meta-<host>-<pid>.json`: this process's CPU and wall seconds while users ran.
+
+        A client near 1.0 CPU/wall is saturated: its timestamps then include its own queueing.
+        """
+        if self._t_start is None:
+            return
+        cpu, wall = time.process_time() - self._t_start[0], time.perf_counter() - self._t_start[1]
+        meta = {"cpu_s": cpu, "wall_s": wall, "pid": os.getpid()}
+        (self.path.parent / self.path.name.replace("records-", "meta-").replace(".jsonl", ".json")).write_text(
+            json.dumps(meta), encoding="utf-8")
 
     def close(self) -> None:
         self.flush()
@@ -137,7 +151,14 @@ def _on_quit(environment, **_kw) -> None:
         _ctx.close()
 
 
+@events.test_start.add_listener
+def _on_start(environment, **_kw) -> None:
+    if _ctx is not None and _ctx._t_start is None:
+        _ctx._t_start = (time.process_time(), time.perf_counter())
+
+
 @events.test_stop.add_listener
 def _on_stop(environment, **_kw) -> None:
     if _ctx is not None:
         _ctx.flush()
+        _ctx.write_meta()

@@ -1,6 +1,7 @@
 """Run Locust headless in subprocesses (local, or one master + N local workers), bounded in time."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -30,6 +31,13 @@ class LoadResult:
     wall_s: float
     config: LoadConfig
     logs: list[Path] = field(default_factory=list)
+    client_cpu: list[dict] = field(default_factory=list)  # per process: cpu_s, wall_s while users ran
+
+    @property
+    def client_busy(self) -> float | None:
+        """Highest CPU/wall share of one load process (near 1.0: saturated, timings inflated)."""
+        shares = [m["cpu_s"] / m["wall_s"] for m in self.client_cpu if m.get("wall_s")]
+        return max(shares) if shares else None
 
     @property
     def final(self) -> list[RequestRecord]:
@@ -49,8 +57,6 @@ def _free_port() -> int:
 
 def read_dir(out_dir: str | Path, live: bool = False) -> list[RequestRecord]:
     """Merged records of every records-*.jsonl in `out_dir`; `live` skips a half-written last line."""
-    import json
-
     out: list[RequestRecord] = []
     for path in sorted(Path(out_dir).glob("records-*.jsonl")):
         text = path.read_text(encoding="utf-8")
@@ -163,7 +169,14 @@ class LoadHandle:
         if not records and bad:
             tail = bad[0][0].read_text(errors="replace").strip().splitlines()[-5:]
             raise LoadError(f"locust exited with {bad[0][1]} and left no records; {bad[0][0]}: {' | '.join(tail)}")
-        self._result = LoadResult(records, self.out_dir, rcs, time.monotonic() - self.t_start, self.cfg, self.logs)
+        metas = []
+        for p in sorted(self.out_dir.glob("meta-*.json")):
+            try:
+                metas.append(json.loads(p.read_text(encoding="utf-8")))
+            except (OSError, ValueError):
+                pass  # best effort: a killed process leaves none
+        self._result = LoadResult(records, self.out_dir, rcs, time.monotonic() - self.t_start, self.cfg, self.logs,
+                                  metas)
         return self._result
 
     def _kill_all(self) -> None:

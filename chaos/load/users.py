@@ -6,6 +6,7 @@ and `outcome`: succeeded, rejected (the last answer was a 4xx: the server refuse
 """
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import socket
@@ -24,6 +25,8 @@ from chaos.load.workloads import Prompt, body
 
 _perf = time.perf_counter
 _wall = time.time
+_RID_PREFIX = uuid.uuid4().hex[:16]  # per process; + a counter = unique and cheaper than uuid4 per request
+_RID_N = itertools.count()
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 
 
@@ -86,7 +89,7 @@ class LLMUser(FastHttpUser):
 
     def logical(self, prompt: Prompt) -> None:
         """All attempts of one logical request, each leaving a record."""
-        rid = uuid.uuid4().hex
+        rid = f"{_RID_PREFIX}{next(_RID_N):08x}"
         started = _perf()
         attempt = 1
         payload = body(prompt, api=self.cfg.api, model=self.cfg.model, max_tokens=self.cfg.max_tokens,

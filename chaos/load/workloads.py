@@ -85,6 +85,8 @@ class MixWorkload:
         self._base: dict[str, tuple[str, int]] = {}
         self._n = itertools.count()
         self._lock = threading.Lock()
+        # differs per process, so workers sharing a seed never send identical (prefix-cached) prompts
+        self.salt = f"{random.SystemRandom().getrandbits(32):08x}"
 
     def _base_text(self, cls: str) -> tuple[str, int]:
         if cls not in self._base:
@@ -98,8 +100,8 @@ class MixWorkload:
             cls = self.rng.choices(self._names, self._weights)[0]
             i = next(self._n)
             base, n = self._base_text(cls)
-            text = f"{i:03x} {words(1, self.rng)} {base}"
-        return Prompt(cls, text, n + 2)  # hex counter and a 3-letter word: one token each
+            text = f"{i:03x} {self.salt} {base}"
+        return Prompt(cls, text, n + 2)  # the hex counter and the salt: one token each (<= 8 chars)
 
 
 class ListWorkload:

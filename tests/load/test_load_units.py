@@ -176,3 +176,25 @@ def test_importing_chaos_load_does_not_import_locust():
     code = "import sys, chaos.load, chaos.observe; print('locust' in sys.modules, 'gevent' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["False", "False"], out.stderr
+
+
+@pytest.mark.parametrize("api", ["chat", "completions"])
+def test_meter_fast_path_agrees_with_json(api):
+    import random
+
+    rng = random.Random(7)
+    texts = ["", "a", ' "text": "x', "\\n", "é👋", "", 'say "content": ""', "null", " "]
+    lines, expect = [], []
+    for i in range(200):
+        t = rng.choice(texts)
+        piece = {"delta": {"content": t}} if api == "chat" else {"text": t}
+        sep = (", ", ": ") if i % 2 else (",", ":")
+        lines.append(b"data: " + json.dumps({"model": "m", "choices": [{"index": 0, **piece}]},
+                                             separators=sep).encode())
+        expect.append(bool(t))
+    m = StreamMeter(0.0)
+    for i, line in enumerate(lines):
+        m.feed(line, float(i))
+    assert m.events == sum(expect)
+    assert m.first == float(expect.index(True))
+    assert len(m.gaps) == sum(expect) - 1

@@ -112,6 +112,7 @@ class Api:
         rid = ("chatcmpl-" if chat else "cmpl-") + os.urandom(16).hex()
         fut = asyncio.get_running_loop().create_future()
         s = Stream(parsed, rid, int(wall), request.transport, fut)
+        s.on_finish = lambda st, t: self._log_finished(st, t, rec)
         resp: web.StreamResponse | None = None
         if parsed.stream:
             resp = web.StreamResponse(headers=_SSE_HEADERS)
@@ -167,13 +168,23 @@ class Api:
             body = _UNAUTHORIZED
         return web.Response(body=body, status=status, content_type=_JSON)
 
-    def _respond(self, s: Stream, resp: web.StreamResponse | None, outcome: str,
-                 rec: dict) -> web.StreamResponse:
+    def _log_finished(self, s: Stream, wall: float, rec: dict) -> None:
         req = s.req
         assert req is not None
-        rec.update(t_scheduled=req.t_scheduled, t_first_token=req.t_first_token,
-                   t_finish=time.time(), output_tokens=req.num_output,
-                   outcome="error" if outcome == "truncated" else outcome)
+        rec.update(t_scheduled=req.t_scheduled, t_first_token=req.t_first_token, t_finish=wall,
+                   output_tokens=req.num_output, outcome="error" if s.outcome == "truncated" else s.outcome)
+        if s.fmt is not None:  # a stream's status is already on the wire; a JSON answer logs in _respond
+            self.srv.reqlog.write(rec)
+            rec["logged"] = True
+
+    def _respond(self, s: Stream, resp: web.StreamResponse | None, outcome: str,
+                 rec: dict) -> web.StreamResponse:
+        if rec.pop("logged", False):
+            return resp  # type: ignore[return-value]
+        if "t_finish" not in rec or rec["t_finish"] is None:
+            self._log_finished(s, time.time(), rec)
+        req = s.req
+        assert req is not None
         if resp is None:
             if outcome in ("stop", "length"):
                 p = s.parsed
@@ -185,6 +196,7 @@ class Api:
             else:
                 resp = web.Response(status=499)
             rec["status"] = resp.status
+        rec.pop("logged", None)
         self.srv.reqlog.write(rec)
         return resp
 

@@ -38,7 +38,7 @@ class Stream:
     """Per-request emission state shared by the HTTP handler and the engine."""
 
     __slots__ = ("parsed", "req", "rid", "created", "fmt", "transport", "future", "parts",
-                 "fault", "fault_at", "fault_arg", "outcome", "role_sent")
+                 "fault", "fault_at", "fault_arg", "outcome", "role_sent", "on_finish")
 
     def __init__(self, parsed: P.Parsed, rid: str, created: int, transport: Any,
                  future: asyncio.Future) -> None:
@@ -54,6 +54,7 @@ class Stream:
         self.fault_arg = 0.0
         self.outcome = ""
         self.role_sent = False
+        self.on_finish: Any = None  # called once, before the last bytes go out (ground-truth log)
 
 
 class Engine:
@@ -239,6 +240,10 @@ class Engine:
                                           t_first - t_sched, wall - t_first, req.num_prompt,
                                           req.num_output)
         s.outcome = "truncated" if truncated else reason
+        if s.on_finish is not None:
+            # log before the client can see the end, so a SIGKILL never leaves a success the log lacks
+            s.on_finish(s, wall)
+            s.on_finish = None
         if write and s.fmt is not None and not s.transport.is_closing():
             fin = _STOP if reason == "stop" else _LENGTH
             parts = [s.fmt.role] if s.fmt.chat and not s.role_sent else []

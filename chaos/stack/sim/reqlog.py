@@ -3,7 +3,8 @@
 Fields: request_id (the client's x-request-id, else generated), t_arrival, t_scheduled,
 t_first_token, t_finish (time.time() epoch seconds, null when the phase never happened),
 prompt_tokens, output_tokens, status (HTTP status sent), outcome (stop|length|abort|error|
-rejected), model, stream. Lines are buffered and flushed every 50 ms and at close.
+rejected), model, stream. Each line reaches the OS as it is written (before a stream's last bytes
+go out), so a SIGKILLed simulator never leaves a success the log lacks.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ class RequestLog:
     def write(self, record: dict[str, Any]) -> None:
         if self._fh is not None:
             self._buf.append(json.dumps(record, separators=(",", ":")))
+            self.flush()
 
     def flush(self) -> None:
         if self._fh is not None and self._buf:
