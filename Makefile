@@ -35,9 +35,15 @@ allure: .tools/allure/.installed
 	npm install --silent --no-audit --no-fund --prefix .tools/allure allure@3
 	@touch $@
 
-# The simulator image, built offline from a locally made base (skipped without a Docker engine).
+# The simulator image, built offline from a locally made base (skipped without a Docker engine);
+# rebuilt only when the package or the recipe changed.
+IMAGE_SRC := $(shell find chaos docker -name '*.py' -o -name Dockerfile 2>/dev/null) pyproject.toml
 image: venv
-	@if docker info >/dev/null 2>&1; then scripts/build-image.sh; else echo "image: no Docker engine, skipped"; fi
+	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory build/.image-stamp; \
+	  else echo "image: no Docker engine, skipped"; fi
+build/.image-stamp: $(IMAGE_SRC) scripts/build-image.sh scripts/build-base.sh
+	scripts/build-image.sh
+	@mkdir -p build && touch $@
 
 test: setup image
 	$(PYTEST) tests/ $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && { echo "no tests collected"; exit 1; }; exit $$rc

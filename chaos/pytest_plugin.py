@@ -14,6 +14,7 @@ from chaos.errors import ChaosError
 
 ENV_KEY = pytest.StashKey[Environment]()
 ENV_NAME_KEY = pytest.StashKey[str]()
+GPU_KEY = pytest.StashKey[str]()
 
 MARKERS = {
     "destructive": "hurts the target (restart, kill, freeze); refused on protected environments",
@@ -120,6 +121,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
               f"(pass --allow-destructive to run it)")
     for item in destructive:
         item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def _gpu_missing() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception as e:  # NVMLError_LibraryNotFound / DriverNotLoaded: no GPU here
+        return f"no NVIDIA GPU reachable through NVML ({type(e).__name__})"
+    return None if count else "NVML found no GPU"
+
+
+def _required(component: str) -> bool:
+    return component in {c.strip() for c in os.environ.get("CHAOS_REQUIRE", "").split(",")}
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("gpu") is None:
+        return
+    if GPU_KEY not in item.config.stash:
+        item.config.stash[GPU_KEY] = _gpu_missing() or ""
+    reason = item.config.stash[GPU_KEY]
+    if reason:
+        if _required("gpu"):
+            pytest.fail(f"gpu is required (CHAOS_REQUIRE) but missing: {reason}", pytrace=False)
+        pytest.skip(f"gpu test: {reason}")
 
 
 @pytest.fixture(scope="session")

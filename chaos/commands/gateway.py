@@ -53,6 +53,8 @@ def settings_from(env: Environment | None, *, listen: str | None = None, stable:
         replicas = replicas_from_env(env) if env else []
     gw = env.gateway if env else None
     extra = {k: overrides[k] for k in ("leak_hour_s", "scrape_interval_s", "hmac_window_s") if overrides.get(k)}
+    if env is not None and "leak_hour_s" not in extra:
+        extra["leak_hour_s"] = 3600.0 * env.time_scale  # the leak rule's hour is compressed with the env
     return GatewaySettings(
         replicas=replicas, policy=policy, listen=listen or (gw.listen if gw else "127.0.0.1:18100"),
         admin_token=admin_token or (gw.admin_token if gw else None),

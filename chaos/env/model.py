@@ -135,6 +135,7 @@ class BreakerPolicy(_Strict):
     oom_burst_window_s: float = Field(10.0, gt=0)
     leak_rate_per_hour: float = Field(0.05, gt=0)
     leak_window_s: float = Field(3600.0, gt=0)
+    leak_min_growth: float = Field(0.02, ge=0, description="growth over the window needed before the rate counts")
     window_s: float = Field(10.0, gt=0)
     min_calls: int = Field(50, ge=1)
     open_wait_s: float = Field(5.0, ge=0)

@@ -2,7 +2,16 @@
 
 Configuration comes from the environment (see chaos.load.config): CHAOS_LOAD_CONFIG names a JSON
 file of LoadConfig fields; CHAOS_LOAD_<FIELD> overrides one field. Each process (a local run, or
-each worker in distributed mode) appends its records to `<out_dir>/records-<host>-<pid>.jsonl`.
+each worker in distributed mode) appends its records to `<out_dir>/records-<host>-<pid>.jsonl`
+and, when its users stop, `meta-<host>-<pid>.json` (its CPU and wall seconds).
+
+The configured shape (users | rate | ramp | step, for `duration_s`) drives the run, so a plain
+`locust -f ... --headless --host URL` runs 8 users for 30 s and stops. Set
+CHAOS_LOAD_SHAPE_CLASS=0 (users shape only) to drive it with Locust's own -u/-r/-t or web UI.
+Distributed over hosts: start `--master` with the config, then on each host
+`locust -f chaos/load/locustfile.py --worker --master-host H` with the same CHAOS_LOAD_CONFIG
+(set `workers` to the number of workers, which share `rate_per_s`); collect every host's out_dir
+and merge with `chaos.load.read_dir`.
 """
 from __future__ import annotations
 
@@ -123,12 +132,18 @@ def _rate_users(cfg: LoadConfig) -> int:
 
 if CONFIG.shape == "ramp":
     class ConfiguredShape(shapes.RampShape):
+        """Ramp from the configuration."""
+
         start_users, end_users, duration_s = CONFIG.ramp_from, CONFIG.users, CONFIG.duration_s
 elif CONFIG.shape == "step":
     class ConfiguredShape(shapes.StepShape):  # type: ignore[no-redef]
+        """Steps from the configuration."""
+
         step_users, step_s, max_users, duration_s = CONFIG.step_users, CONFIG.step_s, CONFIG.users, CONFIG.duration_s
 elif os.environ.get("CHAOS_LOAD_SHAPE_CLASS", "1") == "1":
     class ConfiguredShape(shapes.FixedShape):  # type: ignore[no-redef]
+        """Fixed users (or the rate shape's concurrency cap) for the configured duration."""
+
         users = _rate_users(CONFIG) if CONFIG.shape == "rate" else CONFIG.users
         duration_s = CONFIG.duration_s
 

@@ -242,3 +242,12 @@ def tokens_per_joule(tokens: int, timeline: Timeline, t0: float, t1: float) -> f
     """Output tokens per joule over [t0, t1] (None when energy is unknown or zero)."""
     j = energy_joules(timeline, t0, t1)
     return tokens / j if j else None
+
+
+def memory_release_s(timeline: Timeline, t_event: float, baseline_bytes: float,
+                     tolerance_bytes: float = 256 * 1024 * 1024) -> float | None:
+    """Seconds from `t_event` (e.g. a kill) to the first sample with memory back near the baseline."""
+    for s in sorted(timeline.series("gpu", "mem_used"), key=lambda s: s.t):
+        if s.t >= t_event and s.value <= baseline_bytes + tolerance_bytes:
+            return s.t - t_event
+    return None

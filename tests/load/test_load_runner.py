@@ -33,6 +33,7 @@ def test_records_match_server_ground_truth(sse_server, tmp_path):
         assert abs((r.t_send + r.ttft) - t["t_first_token"]) < 0.25
     classes = {r.prompt_class for r in res.records}
     assert "short" in classes
+    assert len(res.client_cpu) == 1 and 0 < res.client_busy <= 1.5  # the load process's own CPU meter
 
 
 def test_every_error_class_is_recognised(sse_server, tmp_path):
@@ -102,6 +103,7 @@ def test_distributed_two_workers_merge(sse_server, tmp_path):
     res = run_load(sse_server.url, out_dir=tmp_path, users=4, duration_s=2.0, classes=SMALL_CLASSES, workers=2)
     files = list(tmp_path.glob("records-*.jsonl"))
     assert len(files) == 2, files
+    assert len(res.client_cpu) == 2
     assert len(res.records) > 10 and all(r.ok for r in res.records)
     assert len({r.request_id for r in res.records}) == len(res.records)
     assert res.records == sorted(res.records, key=lambda r: r.t_send)

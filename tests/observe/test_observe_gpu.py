@@ -54,6 +54,16 @@ def test_observer_samples_replay_and_stops_at_end(tmp_path):
     assert tokens_per_joule(540, tl, t0, t1) == pytest.approx(2.0)
 
 
+def test_memory_release_time():
+    from chaos.observe.gpu import memory_release_s
+
+    tl = Timeline()
+    for t, mem in [(0.0, 22e9), (1.0, 22e9), (1.1, 21e9), (1.25, 0.7e9), (1.5, 0.65e9)]:
+        tl.sample("gpu", "mem_used", mem, t=t)
+    assert memory_release_s(tl, 1.0, baseline_bytes=0.645e9) == pytest.approx(0.25)
+    assert memory_release_s(tl, 1.0, baseline_bytes=0.1e9, tolerance_bytes=0) is None
+
+
 def test_real_trace_energy_counter_is_monotonic():
     src = ReplaySource(_real_trace())
     vals = [src.read()["energy_mj"] for _ in range(len(src.rows))]

@@ -162,7 +162,7 @@ def test_tokenizer_crash_by_flag(sim_factory) -> None:  # noqa: ANN001
 def test_start_time_fault_flag_parsing(sim_factory) -> None:  # noqa: ANN001
     s: Sim = sim_factory("--fault", "error-rate:fraction=1,status=429")
     assert s.request("POST", "/v1/completions", {"prompt": "x"})[0] == 429
-    assert s.admin("GET")[1]["active"] == [{"mode": "error-rate", "fraction": 1.0, "status": 429}]
+    assert s.admin("GET")[1]["active"] == [{"mode": "error-rate", "fraction": 1.0, "status": 429, "spread": 1}]
     st, _, _ = s.request("GET", "/admin/faults", headers={"Authorization": f"Bearer {ADMIN}x"})
     assert st == 401
 

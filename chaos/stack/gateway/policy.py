@@ -39,8 +39,9 @@ def is_oom(text: str | bytes) -> bool:
 class LeakTrend:
     """RSS samples of one replica over the leak window; growth as a fraction per 'hour'."""
 
-    def __init__(self, window_s: float, hour_s: float = 3600.0) -> None:
-        self.window_s, self.hour_s = window_s, hour_s
+    def __init__(self, window_s: float, hour_s: float = 3600.0, min_growth: float = 0.0) -> None:
+        self.window_s, self.hour_s, self.min_growth = window_s, hour_s, min_growth
+        self.growth = 0.0
         self.samples: deque[tuple[float, float]] = deque()
 
     def add(self, t: float, rss: float) -> None:
@@ -59,7 +60,14 @@ class LeakTrend:
         if var == 0 or mv <= 0:
             return None
         slope = sum((t - mt) * (v - mv) for t, v in pts) / var
+        self.growth = slope * (pts[-1][0] - pts[0][0]) / mv
         return slope * self.hour_s / mv
+
+    def leaking(self, rate_limit: float) -> bool:
+        """Rate over the limit AND real growth over the window: with time compressed, a fresh
+        process's warm-up noise is a steep 'rate' too, but only a leak keeps growing."""
+        rate = self.rate_per_hour()
+        return rate is not None and rate > rate_limit and self.growth >= self.min_growth
 
 
 class PoolGuard:
@@ -155,10 +163,11 @@ class GatewayPolicy:
         """Feed one RSS scrape of a replica; trips its pool on a leak trend. Returns the rate."""
         g = self.pools[pool]
         with self._lock:
-            trend = g.leaks.setdefault(replica, LeakTrend(self.p.leak_window_s, self.leak_hour_s))
+            trend = g.leaks.setdefault(replica, LeakTrend(self.p.leak_window_s, self.leak_hour_s,
+                                                                     self.p.leak_min_growth))
             trend.add(self.clock(), rss_bytes)
             rate = g.leak_rates[replica] = trend.rate_per_hour()
-            if rate is not None and rate > self.p.leak_rate_per_hour:
+            if trend.leaking(self.p.leak_rate_per_hour):
                 g.breaker.trip(f"leak: {replica} RSS +{rate:.1%}/h > {self.p.leak_rate_per_hour:.1%}/h")
             return rate
 

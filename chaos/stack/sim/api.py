@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from chaos.errors import ConfigError
+from chaos.stack.sim.oom import OOM_LINE
 from chaos.stack.sim import faults as F
 from chaos.stack.sim import protocol as P
 from chaos.stack.sim.engine import Stream
@@ -147,9 +148,11 @@ class Api:
 
     def _pre_engine_faults(self, parsed: P.Parsed) -> P.ApiError | None:
         srv = self.srv
-        er = srv.faults.get("error-rate")
-        if er is not None and srv.faults.coin(er["fraction"]):
-            return P.ApiError(er["status"], "Injected error (simulator fault error-rate).")
+        if srv.faults.hit("error-rate"):
+            status = srv.faults.get("error-rate")["status"]  # type: ignore[index]
+            return P.ApiError(status, "Injected error (simulator fault error-rate).")
+        if srv.faults.hit("oom-error"):
+            return P.ApiError(500, OOM_LINE)
         tc = srv.faults.get("tokenizer-crash")
         if tc is not None and crashes_tokenizer(parsed.prompt_text, tc["threshold"]):
             srv.engine.die(["OverflowError: out of range integral type conversion attempted "

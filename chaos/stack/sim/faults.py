@@ -10,7 +10,8 @@ Revert: `DELETE /admin/faults/MODE` or `{"mode": MODE, "revert": true}`.
 | engine-death | after (0 s) | "EngineCore encountered a fatal error." -> in-flight fail, /health 503, exit 0 |
 | oom | after (0 s) | CUDA out-of-memory log, then the engine-death path |
 | hang | after (0 s) | engine stops stepping; /health stays 200; requests hang; revert resumes |
-| error-rate | fraction (1.0), status (500) | that fraction of new requests fail at once with status |
+| error-rate | fraction (1.0), status (500), spread (1) | that fraction of new requests fail at once with status; spread=1 spaces the failures evenly (every 1/fraction-th request), spread=0 draws each at random |
+| oom-error | fraction (1.0), spread (1) | that fraction of requests fail with 500 and torch's "CUDA out of memory" message; the engine lives on (vLLM with VLLM_KEEP_ALIVE_ON_ENGINE_DEATH=1 answers its OOM that way) |
 | slow | factor (2.0) | step time x factor (an `instant` step counts as 1 ms x time-scale) |
 | stall | after_tokens (4), seconds (5.0), fraction (1.0) | a stream pauses that long after N tokens |
 | truncate | after_tokens (4), fraction (1.0) | after N tokens the connection closes without [DONE] |
@@ -35,7 +36,8 @@ SPECS: dict[str, dict[str, tuple[type, float, float, float]]] = {
     "engine-death": {"after": (_F, 0.0, 0.0, 86400.0)},
     "oom": {"after": (_F, 0.0, 0.0, 86400.0)},
     "hang": {"after": (_F, 0.0, 0.0, 86400.0)},
-    "error-rate": {"fraction": (_F, 1.0, 0.0, 1.0), "status": (_I, 500, 400, 599)},
+    "error-rate": {"fraction": (_F, 1.0, 0.0, 1.0), "status": (_I, 500, 400, 599), "spread": (_I, 1, 0, 1)},
+    "oom-error": {"fraction": (_F, 1.0, 0.0, 1.0), "spread": (_I, 1, 0, 1)},
     "slow": {"factor": (_F, 2.0, 0.001, 1e6)},
     "stall": {"after_tokens": (_I, 4, 0, 1 << 20), "seconds": (_F, 5.0, 0.0, 86400.0),
               "fraction": (_F, 1.0, 0.0, 1.0)},
@@ -101,12 +103,31 @@ class FaultSet:
     def __init__(self, seed: int = 0) -> None:
         self.active: dict[str, dict[str, Any]] = {}
         self._rng = random.Random(seed ^ 0x5EED)
+        self._acc: dict[str, float] = {}
 
     def set(self, mode: str, params: dict[str, Any]) -> None:
         self.active[mode] = params
+        self._acc.pop(mode, None)
 
     def clear(self, mode: str) -> bool:
+        self._acc.pop(mode, None)
         return self.active.pop(mode, None) is not None
+
+    def hit(self, mode: str) -> bool:
+        """Whether this request is hit by a fractional fault: evenly spaced (spread=1) or random.
+
+        Even spacing makes "1.5 % of requests" mean exactly that over any window of a few hundred
+        requests, so a breaker's tiers can be told apart without thousands of calls."""
+        p = self.active.get(mode)
+        if p is None:
+            return False
+        fraction = p["fraction"]
+        if not p.get("spread", 0):
+            return self.coin(fraction)
+        acc = self._acc.get(mode, 0.0) + fraction
+        hit = acc >= 1.0 - 1e-9
+        self._acc[mode] = acc - 1.0 if hit else acc
+        return hit
 
     def get(self, mode: str) -> dict[str, Any] | None:
         return self.active.get(mode)

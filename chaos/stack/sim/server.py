@@ -25,15 +25,13 @@ from chaos.stack.sim.engine import Engine, EngineDead
 from chaos.stack.sim.faults import FaultSet
 from chaos.stack.sim.kvcache import BlockPool
 from chaos.stack.sim.metrics import Metrics
+from chaos.stack.sim.oom import OOM_LINE
 from chaos.stack.sim.reqlog import RequestLog
 from chaos.stack.sim.scheduler import Scheduler
 from chaos.stack.sim.tokenizer import TextGenerator
 from chaos.stack.sim.tp import RankGroup
 
 log = logging.getLogger("vllm.entrypoints.openai.api_server")
-OOM_LINE = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
-            "total capacity of 79.25 GiB of which 1.06 GiB is free. Process has 78.19 GiB memory "
-            "in use.")
 
 
 class SimServer:

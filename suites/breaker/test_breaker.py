@@ -1,0 +1,156 @@
+"""Breaker: the gateway's two-tier circuit breaker, judged black-box from the traffic itself.
+
+Faults go into the canary replicas (simulator faults); the load runs through the gateway. Each
+scenario asserts the right tier and its timing: no trip below the thresholds (0.5 % errors,
+1.5 s latency), degrade at 1.5 % errors or 2.5 s latency, forced rollback at 4 % (until an
+operator reset), a trip on an OOM burst and on a leak trend, then half-open probing and recovery,
+with request accounting still at zero lost.
+"""
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import pytest
+
+from chaos import faults
+from chaos.errors import SLOViolation
+from chaos.observe.gateway import GatewayStateObserver
+from chaos.report import allure as rep
+from chaos.report.timeline import plot_breaker
+from chaos.targets import admin_token
+from chaos.verify.accounting import accounting_verdict
+from chaos.verify.breaker import analyze, verify_breaker
+from chaos.verify.verdict import Verdict
+from suites.conftest import fault_happened, judge
+
+# scenario: (simulator mode, params, expected tier, seconds to hold before scaling by nothing: real time)
+SCENARIOS = {
+    "errors-0.5pct": ("error-rate", {"fraction": 0.005, "status": 500}, "none", 20),
+    "errors-1.5pct": ("error-rate", {"fraction": 0.015, "status": 500}, "degrade", 20),
+    "errors-4pct": ("error-rate", {"fraction": 0.04, "status": 500}, "rollback", 25),
+    "latency-1.5s": ("stall", {"after_tokens": 1, "seconds": 1.5}, "none", 20),
+    "latency-2.5s": ("stall", {"after_tokens": 1, "seconds": 2.5}, "degrade", 20),
+    "oom-burst": ("oom-error", {"fraction": 0.008}, "anomaly", 20),
+    "leak-trend": ("leak", {"bytes_per_request": 262144}, "anomaly", 40),
+}
+
+
+def _admin(stack, method: str, path: str, body: dict | None = None) -> dict:
+    gw = stack.env.endpoints.gateway_admin
+    token = stack.env.gateway.admin_token if stack.env.gateway else None
+    req = urllib.request.Request(f"{gw}{path}", method=method, data=json.dumps(body or {}).encode(),
+                                 headers={"Content-Type": "application/json",
+                                          **({"Authorization": f"Bearer {token}"} if token else {})})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        return json.loads(r.read() or b"{}")
+
+
+@pytest.fixture
+def gateway(stack):
+    if not stack.env.endpoints.gateway_admin:
+        pytest.skip(f"environment {stack.env.name} has no gateway admin endpoint")
+    _admin(stack, "POST", "/admin/reset")
+    yield stack
+    _admin(stack, "POST", "/admin/reset")
+
+
+def _canary_state_left_closed(sc, since: float, until: float) -> float | None:
+    for s in sorted(sc.timeline.series("gateway", "pool_state"), key=lambda s: s.t):
+        if s.labels.get("pool") == "canary" and since <= s.t <= until and s.value not in ("closed", None):
+            return s.t
+    return None
+
+
+def _anomaly_verdict(sc, records, policy, t0: float, t1: float, kind: str) -> Verdict:
+    v = Verdict(f"anomaly trip ({kind})", window=(t0, t1))
+    tripped = _canary_state_left_closed(sc, t0, t1 + policy.reaction_allowance_s)
+    a = analyze(records, policy, baseline_until=t0)
+    drained = a.first_move("drained", after=t0)
+    peak = a.peak_error_rate(t0, t1)
+    if kind == "oom-burst":
+        ooms = sorted(r.t_end for r in records if r.status == 500 and "out of memory" in (r.error_detail or "").lower())
+        third = next((t for i, t in enumerate(ooms[2:], 2) if t - ooms[i - 2] <= policy.oom_burst_window_s), None)
+        v.add("oom_burst_seen", f"{policy.oom_burst_count} in {policy.oom_burst_window_s:g} s",
+              len(ooms), third is not None, "OOM answers served by the canary during the fault")
+        ref = third or t0
+    else:
+        ref, lim = t0, policy.leak_window_s
+    limit = policy.reaction_allowance_s + (policy.leak_window_s if kind == "leak-trend" else 0)
+    v.add("tripped_after_s", limit, None if tripped is None else round(tripped - ref, 2),
+          tripped is not None and tripped - ref <= limit + 1.0, "canary breaker left 'closed' (gateway admin state)")
+    v.add("traffic_moved", "canary drained", None if drained is None else round(drained.t - t0, 2),
+          drained is not None, "canary share of served_by fell")
+    v.add("error_rate_below_degrade", policy.degrade_error_rate, round(peak, 4), peak < policy.degrade_error_rate,
+          "the trip came from the anomaly rule, not the error-rate tier")
+    return v
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
+    stack = gateway
+    env = stack.env
+    policy = env.breaker
+    mode, params, expect, hold = SCENARIOS[name]
+    canaries = stack.targets_in("canary")
+    if not canaries:
+        pytest.skip(f"environment {env.name} has no canary pool")
+    rep.labels(epic="Resilience", feature="Circuit breaker", story=name, suite="breaker")
+    rep.title(f"{name} on the canary -> expect {expect}")
+    sc = scenario(f"breaker-{name}", hurt=canaries)
+    sc.observe(env.endpoints.api)
+    token = env.gateway.admin_token if env.gateway else None
+    obs = GatewayStateObserver(env.endpoints.gateway_admin, sc.timeline, token=token).start()
+    sc._observers.append(obs)
+    with sc.phase("start load"):
+        sc.start_load(duration_s=240.0, users=8)
+    sc.steady_state(max(3.0, policy.window_s * 0.5))
+    fault = faults.AllOf([faults.sim_fault(stack.direct_url(n), admin_token(stack.run_id), mode, **params)
+                          for n in canaries])
+    t0 = time.time()
+    sc.inject(fault)
+    sc.hold(hold)
+    reset_t = None
+    if expect == "rollback":
+        with sc.phase("canary must stay out until an operator reset"):
+            time.sleep(policy.window_s * 0.5)
+    sc.revert()
+    t1 = time.time()
+    if expect == "rollback":
+        with sc.phase("hold after revert: still rolled back"):
+            time.sleep(policy.window_s * 0.5)
+        with sc.phase("operator reset"):
+            reset_t = time.time()
+            _admin(stack, "POST", "/admin/reset")
+    with sc.phase("recovery: half-open probing, then closed"):
+        deadline = time.time() + policy.window_s + 8 * policy.open_wait_s + policy.reaction_allowance_s
+        while time.time() < deadline and obs.states.get("canary") != "closed":
+            time.sleep(0.2)
+        time.sleep(policy.window_s * 0.5)
+    records = sc.records = sc.load.stop().records
+    sc.load = None
+    stage1 = fault_happened(dict(fault.evidence) if hasattr(fault, "evidence") else {})
+    verdicts: list = [accounting_verdict(records)]
+    analysis = analyze(records, policy, baseline_until=t0)
+    try:
+        if expect == "anomaly":
+            verdicts.insert(0, _anomaly_verdict(sc, records, policy, t0, t1, name))
+        else:
+            v = Verdict(f"breaker tier: {expect}", window=(t0, t1))
+            try:
+                analysis = verify_breaker(records, policy, expect=expect, fault=(t0, t1), until=reset_t)
+                v.add(f"tier_{expect}", expect, expect, True, json.dumps(analysis.evidence(t0, t1))[:300])
+            except SLOViolation as e:
+                v.add(f"tier_{expect}", expect, "other", False, str(e))
+            verdicts.insert(0, v)
+    finally:
+        analysis.to_timeline(sc.timeline)
+        png = plot_breaker(sc.timeline, [(c.t, c.kind) for c in analysis.crossings], records,
+                           title=f"breaker: {name}")
+        rep.attach_png(png, "breaker timeline")
+    summary.count("breaker", "scenarios")
+    summary.add("breaker", **{name: expect})
+    judge("the fault really happened", [stage1])
+    judge("the breaker behaved", verdicts)

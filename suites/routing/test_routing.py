@@ -1,0 +1,156 @@
+"""Routing: what the seed's traffic-switching incidents taught. Every response carries
+Cache-Control: no-store and comes from the model that was asked for; a misrouting fault (a share of
+requests sent to the wrong pool) is detected and reported with its share; unsigned, tampered,
+expired and replayed requests are refused when signing is on, signed ones served; and no secret
+ever appears in anything the harness writes."""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from chaos.errors import SLOViolation
+from chaos.report import allure as rep
+from chaos.resilience import signing
+from chaos.verify.accounting import accounting_verdict
+from chaos.verify.verdict import Verdict
+from suites.breaker.test_breaker import _admin
+from suites.conftest import judge
+
+CHAT = "/v1/chat/completions"
+
+
+def _body(model: str, stream: bool = False) -> bytes:
+    return json.dumps({"model": model, "messages": [{"role": "user", "content": "route me"}],
+                       "max_tokens": 4, "stream": stream}).encode()
+
+
+def _call(url: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+
+
+def _answered_model(raw: bytes) -> str | None:
+    text = raw.decode("utf-8", "replace").strip()
+    if text.startswith("data:"):
+        for line in text.splitlines():
+            if line.startswith("data: {"):
+                return json.loads(line[6:]).get("model")
+        return None
+    return json.loads(text).get("model")
+
+
+def test_no_store_and_the_model_asked_for(stack, summary) -> None:
+    env = stack.env
+    rep.labels(epic="Traffic switching", feature="Routing", story="no-store and right model", suite="routing")
+    v = Verdict("every response: no-store, the model asked for, the serving pool named")
+    n, no_store, right, named = 60, 0, 0, 0
+    with rep.phase(f"{n} requests, streaming and not, through {env.endpoints.api}"):
+        for i in range(n):
+            status, headers, raw = _call(env.endpoints.api + CHAT, _body(env.endpoints.model, stream=i % 2 == 0))
+            assert status == 200, f"request {i} got {status}: {raw[:200]!r}"
+            no_store += "no-store" in headers.get("cache-control", "")
+            right += _answered_model(raw) == env.endpoints.model
+            named += bool(headers.get(env.breaker.pool_header))
+    v.add("cache_control_no_store", n, no_store, no_store == n)
+    v.add("answered_by_model_asked", n, right, right == n)
+    v.add(f"{env.breaker.pool_header}_present", n, named, named == n)
+    summary.add("routing", no_store=f"{no_store}/{n}", right_model=f"{right}/{n}")
+    judge("responses", [v])
+
+
+def test_misrouting_is_detected_with_its_share(stack, scenario, summary) -> None:
+    """Negative control: with the canary's weight at 0, a 5 % misroute must show as 5 % canary traffic."""
+    env = stack.env
+    if not env.endpoints.gateway_admin or not stack.targets_in("canary"):
+        pytest.skip("needs the gateway admin API and a canary pool")
+    rep.labels(epic="Traffic switching", feature="Routing", story="misrouting fault", suite="routing")
+    sc = scenario("routing-misroute")
+    injected = 0.05
+    with sc.phase("inject misrouting: canary weight 0, 5 % of requests to the wrong pool"):
+        _admin(stack, "POST", "/admin/config", {"canary_weight": 0.0, "misroute_fraction": injected})
+    try:
+        with sc.phase("load"):
+            sc.start_load(duration_s=max(8.0, sc.scaled(80)), users=8)
+            records = sc.finish_load()
+    finally:
+        with sc.phase("revert"):
+            _admin(stack, "POST", "/admin/config", {"canary_weight": env.breaker.canary_weight,
+                                                    "misroute_fraction": 0.0})
+    served = [r for r in records if r.served_by]
+    wrong = [r for r in served if r.served_by.split("/", 1)[0] == "canary"]
+    share = len(wrong) / len(served) if served else 0.0
+    v = Verdict("routing: requests served by a pool that should get none")
+    v.add("misrouted_share", 0.0, round(share, 4), share == 0.0, f"{len(wrong)}/{len(served)} served by canary")
+    with pytest.raises(SLOViolation) as caught:
+        v.assert_ok()
+    rep.attach_text(str(caught.value), "the misrouting verdict (expected to fail)")
+    summary.add("routing", misroute_detected=f"{share:.1%}")
+    assert abs(share - injected) <= 0.025, f"detected share {share:.2%} is far from the injected {injected:.0%}"
+    judge("no request lost while misrouted", [accounting_verdict(records)])
+
+
+@pytest.fixture
+def signed_gateway(extra_gateway, tmp_path):
+    """A second gateway over the same replicas with HMAC signing on (key only in its environment)."""
+    key, token = secrets.token_hex(24), secrets.token_hex(12)
+    rep.register_secret(key)
+    rep.register_secret(token)
+    with extra_gateway("--hmac-key-env", "CHAOS_ROUTING_HMAC_KEY", "--admin-token", token,
+                       extra_env={"CHAOS_ROUTING_HMAC_KEY": key}) as url:
+        yield url, key.encode(), token, tmp_path / "extra-gateway" / "gateway.log"
+
+
+def test_signing_enforced(signed_gateway, stack, summary) -> None:
+    url, key, _, _ = signed_gateway
+    rep.labels(epic="Traffic switching", feature="Request signing", story="HMAC-SHA256", suite="routing")
+    body = _body(stack.env.endpoints.model)
+    good = signing.sign(key, "POST", CHAT, body)
+    cases = {
+        "signed": (body, good, 200),
+        "replayed": (body, good, 401),
+        "unsigned": (body, {}, 401),
+        "tampered-body": (body.replace(b"route me", b"route you"), signing.sign(key, "POST", CHAT, body), 401),
+        "wrong-key": (body, signing.sign(b"not-the-key", "POST", CHAT, body), 401),
+        "expired": (body, signing.sign(key, "POST", CHAT, body, timestamp=time.time() - 3600), 401),
+    }
+    v = Verdict("signed requests served, all others refused")
+    for name, (b, headers, want) in cases.items():
+        status, _, _ = _call(url + CHAT, b, headers)
+        v.add(name, want, status, status == want)
+    summary.add("routing", signing_cases=f"{sum(r.ok for r in v.rows)}/{len(v.rows)}")
+    judge("signing", [v])
+
+
+def test_secrets_never_written(signed_gateway, stack, request, summary) -> None:
+    """Search everything the harness wrote (state dir, logs, Allure results, records) for the secrets."""
+    _, key, token, log = signed_gateway
+    rep.labels(epic="Traffic switching", feature="Request signing", story="secrets stay secret", suite="routing")
+    secrets_ = [key.decode(), token] + [s for s in (stack.env.gateway.admin_token if stack.env.gateway else None,
+                                                    stack.env.endpoints.api_key) if s]
+    roots = [Path(stack.env.state_dir), log.parent, Path(str(request.config._tmp_path_factory.getbasetemp()))]
+    alluredir = request.config.getoption("allure_report_dir", default=None)
+    if alluredir:
+        roots.append(Path(alluredir))
+    hits, scanned = [], 0
+    for root in roots:
+        for f in (root.rglob("*") if root.exists() else []):
+            if f.is_file() and f.stat().st_size < 50_000_000:
+                data = f.read_bytes()
+                scanned += 1
+                hits += [f"{f} contains secret #{i}" for i, s in enumerate(secrets_) if s.encode() in data]
+    v = Verdict("no secret in any file the harness wrote")
+    v.add("files_scanned", ">= 1", scanned, scanned > 0)
+    v.add("files_with_secrets", 0, len(hits), not hits, "; ".join(hits[:5]))
+    summary.add("routing", secret_leaks=len(hits))
+    judge("secrets", [v])
