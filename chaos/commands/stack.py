@@ -15,6 +15,7 @@ import typer
 from chaos.commands.env import EnvOption, env_app
 from chaos.env import load
 from chaos.errors import StackError
+from chaos.targets import _proc
 
 
 def _stack_file(env_name: str) -> Path:
@@ -76,26 +77,23 @@ def down(env: str = EnvOption, timeout: float = typer.Option(30.0, help="seconds
     e = load(env)
     f = Path(e.state_dir) / "stack.json"
     if f.exists():
-        owner = int(json.loads(f.read_text() or "{}").get("owner", 0))
-        if owner and owner != os.getpid():
+        try:
+            info = json.loads(f.read_text() or "{}")
+        except (OSError, ValueError):
+            info = {}  # torn by a crash: the cleanup below still reaps by pidfiles
+        owner, start = int(info.get("owner", 0) or 0), info.get("owner_start")
+        # the start time guards against a recycled pid: the owner may have been SIGKILLed long ago
+        if owner and owner != os.getpid() and _proc.alive(owner, start):
             try:
                 os.kill(owner, signal.SIGTERM)
                 deadline = time.monotonic() + timeout
-                while time.monotonic() < deadline and _alive(owner):
+                while time.monotonic() < deadline and _proc.alive(owner, start):
                     time.sleep(0.2)
             except ProcessLookupError:
                 pass
     undone = cleanup(e, force=True)
     f.unlink(missing_ok=True)
     typer.echo(f"chaos: stack {e.name} down" + (f"; cleaned up: {'; '.join(undone)}" if undone else ""))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
 
 
 @env_app.command("status")

@@ -187,6 +187,7 @@ class Environment(_Strict):
     description: str = ""
     embedded: Literal["none", "process", "docker"] = "none"
     time_scale: float = Field(1.0, gt=0, description="suites multiply their durations by this")
+    warmup_s: float = Field(5.0, ge=0, description="embedded stacks: traffic sent after start, before any test")
     state_dir: str = ".state"
     endpoints: Endpoints
     toxiproxy: ToxiproxyConfig | None = None

@@ -117,8 +117,46 @@ def cleanup(env_or_state_dir: Any, *, force: bool = False) -> list[str]:
         done.extend(f"FAILED {e}" for e in errors)
     done.extend(_reap_pidfiles(state_dir, force=force))
     if not isinstance(env_or_state_dir, (str, os.PathLike)):
+        done.extend(_reap_containers(env_or_state_dir, state_dir, force=force))
         done.extend(_undo.sweep_toxics(env_or_state_dir))
     return done
+
+
+def _stack_owner_alive(state_dir: Path) -> bool:
+    """True while the process that started the embedded stack in state_dir still runs."""
+    try:
+        info = json.loads((state_dir / "stack.json").read_text() or "{}")
+    except (OSError, ValueError):
+        return False
+    return _owner_alive({"pid": info.get("owner"), "start": info.get("owner_start")})
+
+
+def _reap_containers(env: Any, state_dir: Path, *, force: bool) -> list[str]:
+    """Remove an embedded docker stack's containers (labelled with this state dir) once its owner is gone."""
+    if getattr(env, "embedded", None) != "docker":
+        return []  # never touch containers of a stack the harness did not start (staging, prod)
+    hosts = {getattr(t, "docker_host", None) for t in getattr(env, "targets", []) if getattr(t, "kind", None) == "docker"}
+    if not hosts or (not force and _stack_owner_alive(state_dir)):
+        return []
+    from chaos.errors import TargetError
+    from chaos.targets.docker import LABEL_STATE, client_for
+
+    out = []
+    for host in sorted(hosts, key=str):
+        try:
+            client = client_for(host)
+        except TargetError:
+            continue  # no engine: nothing of ours can run there
+        try:
+            label = f"{LABEL_STATE}={state_dir.resolve()}"
+            for c in client.containers.list(all=True, filters={"label": label}):
+                c.remove(force=True)
+                out.append(f"removed orphan container {c.name}")
+        except Exception as e:  # keep going: the rest of cleanup must still run
+            out.append(f"FAILED removing containers on {host or 'local engine'}: {e}")
+        finally:
+            client.close()
+    return out
 
 
 def _reap_pidfiles(state_dir: Path, *, force: bool) -> list[str]:

@@ -29,9 +29,10 @@ from chaos.targets.process import ProcessTarget
 READY_TIMEOUT_S = 60.0
 
 
-def completion_ok(api: str, model: str, timeout: float = 5.0, api_key: str | None = None) -> bool:
+def completion_ok(api: str, model: str, timeout: float = 5.0, api_key: str | None = None,
+                  prompt: str = "ping") -> bool:
     """True when a tiny real completion succeeds through `api` (the truth about readiness)."""
-    body = json.dumps({"model": model, "prompt": "ping", "max_tokens": 2}).encode()
+    body = json.dumps({"model": model, "prompt": prompt, "max_tokens": 2}).encode()
     headers = {"Content-Type": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
@@ -69,6 +70,7 @@ class EmbeddedStack:
             self._start_targets(timeout)
             self._start_gateway(timeout)
             self.wait_serving(timeout)
+            self.warm_up(self.env.warmup_s)
         except BaseException:
             self.down()
             raise
@@ -116,6 +118,43 @@ class EmbeddedStack:
         raise StackError(f"stack {self.env.name!r}: no completion succeeded at {self.env.endpoints.api} "
                          f"within {timeout:g}s; logs in {self.state_dir}")
 
+    def warm_up(self, seconds: float, workers: int = 8) -> int:
+        """Send real traffic for a while, then reset the gateway's breaker windows.
+
+        A fresh replica's first requests are slow and its memory grows in steps while it warms
+        up; tests must start from the steady state, not from that."""
+        if seconds <= 0:
+            return 0
+        from concurrent.futures import ThreadPoolExecutor
+
+        deadline = time.monotonic() + seconds
+        api, model, key = self.env.endpoints.api, self.env.endpoints.model, self.env.endpoints.api_key
+
+        from chaos.load.workloads import MixWorkload
+
+        def loop(i: int) -> int:
+            n, work = 0, MixWorkload(dict(self.env.load.mix), seed=i)  # the real prompt sizes
+            while time.monotonic() < deadline:
+                n += completion_ok(api, model, timeout=10.0, api_key=key, prompt=work.next().text)
+            return n
+
+        with ThreadPoolExecutor(workers) as pool:
+            sent = sum(pool.map(loop, range(workers)))
+        self._reset_gateway()
+        self.log(f"warmed up with {sent} completions in {seconds:g}s")
+        return sent
+
+    def _reset_gateway(self) -> None:
+        gw = self.env.gateway
+        if gw is None or not self.env.endpoints.gateway_admin:
+            return
+        headers = {"Content-Type": "application/json"}
+        if gw.admin_token:
+            headers["Authorization"] = f"Bearer {gw.admin_token}"
+        req = urllib.request.Request(f"{self.env.endpoints.gateway_admin}/admin/reset", data=b"{}", headers=headers)
+        with urllib.request.urlopen(req, timeout=5):
+            pass
+
     def down(self) -> None:
         """Stop everything that was started, in reverse order; never raises for one stuck part."""
         errors: list[str] = []
@@ -129,8 +168,10 @@ class EmbeddedStack:
         if self.toxiproxy is not None:
             errors += _attempt(self.toxiproxy.stop, "toxiproxy")
             self.toxiproxy = None
-        (self.state_dir / "targets" / "toxiproxy.pid").unlink(missing_ok=True)
-        (self.state_dir / "stack.json").unlink(missing_ok=True)
+        # only what this stack wrote: a failed second `up` on the same state dir must not erase the
+        # pidfile and status of the stack that runs there (cleanup needs them after a crash)
+        self._unlink_own(self.state_dir / "targets" / "toxiproxy.pid")
+        self._unlink_own(self.state_dir / "stack.json")
         if errors:
             self.log("teardown problems: " + "; ".join(errors))
 
@@ -157,10 +198,21 @@ class EmbeddedStack:
                 "owner": {"pid": os.getpid(), "start": _proc.start_time(os.getpid())}}
         (d / f"{name}.pid").write_text(json.dumps(info))
 
+    def _unlink_own(self, path: Path) -> None:
+        try:
+            if json.loads(path.read_text() or "{}").get("run_id") != self.run_id:
+                return
+        except (OSError, ValueError):
+            return
+        path.unlink(missing_ok=True)
+
     def _write_status(self) -> None:
         status = {"run_id": self.run_id, "env": self.env.name, "started_at": self.started_at, "owner": os.getpid(),
-                  "api": self.env.endpoints.api, "targets": {n: t.pid() for n, t in self.targets.items()}}
-        (self.state_dir / "stack.json").write_text(json.dumps(status))
+                  "owner_start": _proc.start_time(os.getpid()), "api": self.env.endpoints.api,
+                  "targets": {n: t.pid() for n, t in self.targets.items()}}
+        tmp = self.state_dir / "stack.json.tmp"
+        tmp.write_text(json.dumps(status))
+        os.replace(tmp, self.state_dir / "stack.json")  # atomic: `env up --detach` polls this file
 
 
 def _attempt(fn: Callable[[], object], what: str) -> list[str]:

@@ -75,8 +75,9 @@ class BreakerAnalysis:
     def first_move(self, kind: str, after: float = -math.inf) -> Move | None:
         return next((m for m in self.moves if m.kind == kind and m.t >= after), None)
 
-    def peak_error_rate(self, start: float = -math.inf, end: float = math.inf) -> float:
-        vals = [e for t, n, e, _ in self.window if start <= t <= end and n >= self.policy.min_calls]
+    def peak_error_rate(self, start: float = -math.inf, end: float = math.inf, min_calls: int | None = None) -> float:
+        need = self.policy.min_calls if min_calls is None else min_calls
+        vals = [e for t, n, e, _ in self.window if start <= t <= end and n >= need]
         return max(vals, default=0.0)
 
     def evidence(self, start: float = -math.inf, end: float = math.inf) -> dict:
@@ -197,14 +198,20 @@ def check_degrade(a: BreakerAnalysis, fault_start: float, *, within_s: float | N
     return move
 
 
+ROLLBACK_MIN_CALLS = 50
+
+
 def check_rollback(a: BreakerAnalysis, fault_start: float, until: float) -> Move:
     """Drained in time, the window showed >= rollback_error_rate, and after the last drain the canary
     got nothing until `until` (the operator reset)."""
     p = a.policy
     move = check_degrade(a, fault_start)
-    if a.peak_error_rate(fault_start, until) < p.rollback_error_rate:
+    # the degrade drains the canary within a few errors, so its window rarely refills to min_calls
+    # before the rollback: judge the rollback rate on a thinner window (as the gateway's own does)
+    thin = min(p.min_calls, ROLLBACK_MIN_CALLS)
+    if a.peak_error_rate(fault_start, until, thin) < p.rollback_error_rate:
         raise SLOViolation(f"breaker: rolled back but the canary window never reached {p.rollback_error_rate:.1%}",
-                           limit=p.rollback_error_rate, measured=a.peak_error_rate(fault_start, until),
+                           limit=p.rollback_error_rate, measured=a.peak_error_rate(fault_start, until, thin),
                            window=(fault_start, until), evidence=a.evidence(fault_start, until))
     final = [m for m in a.moves if m.kind == "drained" and move.t <= m.t < until][-1]
     grace = final.t + p.reaction_allowance_s + 1.0

@@ -32,8 +32,8 @@ SCENARIOS = {
     "errors-4pct": ("error-rate", {"fraction": 0.04, "status": 500}, "rollback", 25),
     "latency-1.5s": ("stall", {"after_tokens": 1, "seconds": 1.5}, "none", 20),
     "latency-2.5s": ("stall", {"after_tokens": 1, "seconds": 2.5}, "degrade", 20),
-    "oom-burst": ("oom-error", {"fraction": 0.008}, "anomaly", 20),
-    "leak-trend": ("leak", {"bytes_per_request": 262144}, "anomaly", 40),
+    "oom-burst": ("oom-error", {"fraction": 0.006}, "anomaly", 20),
+    "leak-trend": ("leak", {"bytes_per_request": 2 * 1024 * 1024}, "anomaly", 30),
 }
 
 
@@ -68,7 +68,7 @@ def _anomaly_verdict(sc, records, policy, t0: float, t1: float, kind: str) -> Ve
     tripped = _canary_state_left_closed(sc, t0, t1 + policy.reaction_allowance_s)
     a = analyze(records, policy, baseline_until=t0)
     drained = a.first_move("drained", after=t0)
-    peak = a.peak_error_rate(t0, t1)
+    peak = a.peak_error_rate(t0, tripped or t1)  # before the trip: after it the canary's window thins out
     if kind == "oom-burst":
         ooms = sorted(r.t_end for r in records if r.status == 500 and "out of memory" in (r.error_detail or "").lower())
         third = next((t for i, t in enumerate(ooms[2:], 2) if t - ooms[i - 2] <= policy.oom_burst_window_s), None)

@@ -116,13 +116,15 @@ def run_recovery(stack, scenario, summary, kind: str | None, load: str) -> None:
     judge("the system behaved", [rv, av])
 
 
+# the matrix: every fault under steady load; the restart and crash faults under Poisson arrivals too
+MATRIX = [(k, "steady-users") for k in ("gpu-driver-reset", "crash-sigkill", "engine-death-exit0",
+                                        "nccl-rank-freeze", "nccl-rank-link-cut")]
+MATRIX += [(k, "poisson") for k in ("gpu-driver-reset", "crash-sigkill")]
+
+
 @pytest.mark.destructive
-@pytest.mark.parametrize("load", list(LOADS), ids=list(LOADS))
-@pytest.mark.parametrize("kind", ["gpu-driver-reset", "crash-sigkill", "engine-death-exit0", "nccl-rank-freeze",
-                                  "nccl-rank-link-cut"])
+@pytest.mark.parametrize("kind, load", MATRIX, ids=[f"{k}-{l}" for k, l in MATRIX])
 def test_replica_recovers(stack, scenario, summary, kind: str, load: str) -> None:
-    if load != "steady-users" and kind not in ("gpu-driver-reset", "crash-sigkill"):
-        pytest.skip("the poisson profile runs for the restart and crash faults only (time budget)")
     run_recovery(stack, scenario, summary, kind, load)
 
 

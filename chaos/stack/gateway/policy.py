@@ -54,20 +54,38 @@ class LeakTrend:
         pts = list(self.samples)
         if len(pts) < 3 or pts[-1][0] - pts[0][0] < 0.8 * self.window_s:
             return None
-        n = len(pts)
-        mt, mv = sum(t for t, _ in pts) / n, sum(v for _, v in pts) / n
-        var = sum((t - mt) ** 2 for t, _ in pts)
-        if var == 0 or mv <= 0:
+        fit = _fit(pts)
+        if fit is None:
             return None
-        slope = sum((t - mt) * (v - mv) for t, v in pts) / var
-        self.growth = slope * (pts[-1][0] - pts[0][0]) / mv
-        return slope * self.hour_s / mv
+        slope, mean = fit
+        self.growth = slope * (pts[-1][0] - pts[0][0]) / mean
+        return slope * self.hour_s / mean
 
     def leaking(self, rate_limit: float) -> bool:
-        """Rate over the limit AND real growth over the window: with time compressed, a fresh
-        process's warm-up noise is a steep 'rate' too, but only a leak keeps growing."""
+        """Over the rate limit over the whole window AND in each half of it, with real growth.
+
+        With time compressed, a fresh process's warm-up is a steep 'rate' too; but warm-up is a
+        step that ends, while a leak keeps growing through both halves of the window."""
         rate = self.rate_per_hour()
-        return rate is not None and rate > rate_limit and self.growth >= self.min_growth
+        if rate is None or rate <= rate_limit or self.growth < self.min_growth:
+            return False
+        pts = list(self.samples)
+        mid = pts[0][0] + (pts[-1][0] - pts[0][0]) / 2
+        for half in ([p for p in pts if p[0] <= mid], [p for p in pts if p[0] >= mid]):
+            fit = _fit(half) if len(half) >= 3 else None
+            if fit is None or fit[0] * self.hour_s / fit[1] <= rate_limit:
+                return False
+        return True
+
+
+def _fit(pts: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """(least-squares slope, mean value) of (t, value) points; None when undefined."""
+    n = len(pts)
+    mt, mv = sum(t for t, _ in pts) / n, sum(v for _, v in pts) / n
+    var = sum((t - mt) ** 2 for t, _ in pts)
+    if var == 0 or mv <= 0:
+        return None
+    return sum((t - mt) * (v - mv) for t, v in pts) / var, mv
 
 
 class PoolGuard:
