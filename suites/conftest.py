@@ -1,6 +1,8 @@
 """Shared helpers for the suites: scenario verdict staging and the standard evidence attachments."""
 from __future__ import annotations
 
+import json
+import urllib.request
 from typing import Any, Iterable
 
 from chaos.report import allure as rep
@@ -33,3 +35,13 @@ def fault_happened(evidence: dict[str, Any], **expect: Any) -> Verdict:
         v.add("proof", "fault verified itself", "verified" if evidence is not None else None, evidence is not None)
     return v
 
+
+def gateway_admin(stack, method: str, path: str, body: dict | None = None) -> dict:
+    """Call the gateway's admin API (Bearer token from the environment); returns its JSON."""
+    gw = stack.env.endpoints.gateway_admin
+    token = stack.env.gateway.admin_token if stack.env.gateway else None
+    req = urllib.request.Request(f"{gw}{path}", method=method, data=json.dumps(body or {}).encode(),
+                                 headers={"Content-Type": "application/json",
+                                          **({"Authorization": f"Bearer {token}"} if token else {})})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        return json.loads(r.read() or b"{}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.request
 
 import pytest
 
@@ -23,7 +22,7 @@ from chaos.targets import admin_token
 from chaos.verify.accounting import accounting_verdict
 from chaos.verify.breaker import analyze, verify_breaker
 from chaos.verify.verdict import Verdict
-from suites.conftest import fault_happened, judge
+from suites.conftest import fault_happened, gateway_admin, judge
 
 # scenario: (simulator mode, params, expected tier, seconds to hold before scaling by nothing: real time)
 SCENARIOS = {
@@ -37,23 +36,13 @@ SCENARIOS = {
 }
 
 
-def _admin(stack, method: str, path: str, body: dict | None = None) -> dict:
-    gw = stack.env.endpoints.gateway_admin
-    token = stack.env.gateway.admin_token if stack.env.gateway else None
-    req = urllib.request.Request(f"{gw}{path}", method=method, data=json.dumps(body or {}).encode(),
-                                 headers={"Content-Type": "application/json",
-                                          **({"Authorization": f"Bearer {token}"} if token else {})})
-    with urllib.request.urlopen(req, timeout=5) as r:
-        return json.loads(r.read() or b"{}")
-
-
 @pytest.fixture
 def gateway(stack):
     if not stack.env.endpoints.gateway_admin:
         pytest.skip(f"environment {stack.env.name} has no gateway admin endpoint")
-    _admin(stack, "POST", "/admin/reset")
+    gateway_admin(stack, "POST", "/admin/reset")
     yield stack
-    _admin(stack, "POST", "/admin/reset")
+    gateway_admin(stack, "POST", "/admin/reset")
 
 
 def _canary_state_left_closed(sc, since: float, until: float) -> float | None:
@@ -123,7 +112,7 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
             time.sleep(policy.window_s * 0.5)
         with sc.phase("operator reset"):
             reset_t = time.time()
-            _admin(stack, "POST", "/admin/reset")
+            gateway_admin(stack, "POST", "/admin/reset")
     with sc.phase("recovery: half-open probing, then closed"):
         deadline = time.time() + policy.window_s + 8 * policy.open_wait_s + policy.reaction_allowance_s
         while time.time() < deadline and obs.states.get("canary") != "closed":

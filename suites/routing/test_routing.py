@@ -20,8 +20,7 @@ from chaos.report import allure as rep
 from chaos.resilience import signing
 from chaos.verify.accounting import accounting_verdict
 from chaos.verify.verdict import Verdict
-from suites.breaker.test_breaker import _admin
-from suites.conftest import judge
+from suites.conftest import gateway_admin, judge
 
 CHAT = "/v1/chat/completions"
 
@@ -78,14 +77,14 @@ def test_misrouting_is_detected_with_its_share(stack, scenario, summary) -> None
     sc = scenario("routing-misroute")
     injected = 0.05
     with sc.phase("inject misrouting: canary weight 0, 5 % of requests to the wrong pool"):
-        _admin(stack, "POST", "/admin/config", {"canary_weight": 0.0, "misroute_fraction": injected})
+        gateway_admin(stack, "POST", "/admin/config", {"canary_weight": 0.0, "misroute_fraction": injected})
     try:
         with sc.phase("load"):
             sc.start_load(duration_s=max(8.0, sc.scaled(80)), users=8)
             records = sc.finish_load()
     finally:
         with sc.phase("revert"):
-            _admin(stack, "POST", "/admin/config", {"canary_weight": env.breaker.canary_weight,
+            gateway_admin(stack, "POST", "/admin/config", {"canary_weight": env.breaker.canary_weight,
                                                     "misroute_fraction": 0.0})
     served = [r for r in records if r.served_by]
     wrong = [r for r in served if r.served_by.split("/", 1)[0] == "canary"]
