@@ -48,7 +48,7 @@ def failing(v) -> set[str]:
 
 def test_reference_client_passes_every_rule() -> None:
     v = check_backoff(reference, POLICY, failure="503", fail_first=2, clients=6, time_limit_s=12)
-    assert v.ok, [r.line() for r in v.rows]
+    assert v.ok, [r.line() for r in v.failures] + [r.line() for r in v.rows]
     assert all(v.row(rule).ok is True for rule in RULES_OK)
     assert v.row("retry_after").ok is None
 
@@ -73,7 +73,7 @@ def test_fixed_600ms_without_jitter_fails_growth_and_jitter_only() -> None:
 def test_reference_client_passes_under_each_failure(failure: str, retry_after: float | None) -> None:
     v = check_backoff(reference, POLICY, failure=failure, retry_after=retry_after, fail_first=2, clients=4,
                       time_limit_s=15)
-    assert v.ok, [r.line() for r in v.rows]
+    assert v.ok, [r.line() for r in v.failures] + [r.line() for r in v.rows]
     if failure == "429":
         assert v.row("retry_after").ok is True
 
@@ -111,7 +111,7 @@ def test_node_client_passes_through_the_command_path() -> None:
         pytest.skip("node not installed")
     cmd = f"node {CLIENTS / 'node_client.mjs'} {{base_url}} --min 0.5 --max 2 --attempts 4 --deadline 10 --timeout 1"
     v = check_backoff(cmd, POLICY, failure="503", fail_first=2, clients=4, time_limit_s=20)
-    assert v.ok, [r.line() for r in v.rows]
+    assert v.ok, [r.line() for r in v.failures] + [r.line() for r in v.rows]
 
 
 @pytest.mark.parametrize("args, message", [
