@@ -31,7 +31,7 @@ def test_reference_client_complies(chaos_env, summary, failure: str) -> None:
     rep.labels(epic="Client compatibility", feature="Backoff", story=f"reference client, {failure}", suite="clients")
     kw = {"failure": "503", **FAILURES[failure]}
     with rep.phase(f"run the reference client against a recorder failing with {failure}"):
-        v = check_backoff(_reference(chaos_env), chaos_env.retry, fail_first=3, clients=4,
+        v = check_backoff(_reference(chaos_env), chaos_env.retry, fail_first=3, clients=8,
                           model=chaos_env.endpoints.model, **kw)
     summary.count("clients", "checked")
     judge("the client behaved", [v])
@@ -49,7 +49,7 @@ def test_listed_client_commands_comply(chaos_env, summary, name: str) -> None:
     failures = []
     for cname, cmd in _commands(chaos_env).items():
         with rep.phase(f"client command {cname}"):
-            v = check_backoff(cmd, chaos_env.retry, failure="503", fail_first=3, clients=3,
+            v = check_backoff(cmd, chaos_env.retry, failure="503", fail_first=3, clients=6,
                               model=chaos_env.endpoints.model)
             try:
                 judge(cname, [v])

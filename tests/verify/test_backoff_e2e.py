@@ -71,7 +71,7 @@ def test_fixed_600ms_without_jitter_fails_growth_and_jitter_only() -> None:
 @pytest.mark.parametrize("failure, retry_after", [("429", 0.2), ("429", 1.2), ("reset", None), ("timeout", None),
                                                   ("stream-cut", None), ("500", None)])
 def test_reference_client_passes_under_each_failure(failure: str, retry_after: float | None) -> None:
-    v = check_backoff(reference, POLICY, failure=failure, retry_after=retry_after, fail_first=2, clients=4,
+    v = check_backoff(reference, POLICY, failure=failure, retry_after=retry_after, fail_first=2, clients=8,
                       time_limit_s=15)
     assert v.ok, [r.line() for r in v.failures] + [r.line() for r in v.rows]
     if failure == "429":
@@ -98,7 +98,7 @@ def test_naive_shell_loop_fails_through_the_cli(env_file: str, capsys: pytest.Ca
 @pytest.mark.slow
 def test_reference_python_script_passes_through_the_cli(env_file: str, capsys: pytest.CaptureFixture[str]) -> None:
     cmd = f"{sys.executable} {CLIENTS / 'reference_client.py'} {{base_url}} --timeout 1 --env {env_file}"
-    rc = main(["backoff-check", "--client-cmd", cmd, "--env", env_file, "--clients", "4", "--fail-first", "2",
+    rc = main(["backoff-check", "--client-cmd", cmd, "--env", env_file, "--clients", "8", "--fail-first", "2",
                "--time-limit", "20"])
     out = capsys.readouterr().out
     assert rc == 0, out
@@ -110,7 +110,7 @@ def test_node_client_passes_through_the_command_path() -> None:
     if not shutil.which("node"):
         pytest.skip("node not installed")
     cmd = f"node {CLIENTS / 'node_client.mjs'} {{base_url}} --min 0.5 --max 2 --attempts 4 --deadline 10 --timeout 1"
-    v = check_backoff(cmd, POLICY, failure="503", fail_first=2, clients=4, time_limit_s=20)
+    v = check_backoff(cmd, POLICY, failure="503", fail_first=2, clients=8, time_limit_s=20)
     assert v.ok, [r.line() for r in v.failures] + [r.line() for r in v.rows]
 
 
