@@ -32,7 +32,7 @@ SCENARIOS = {
     "latency-1.5s": ("stall", {"after_tokens": 1, "seconds": 1.5}, "none", 20),
     "latency-2.5s": ("stall", {"after_tokens": 1, "seconds": 2.5}, "degrade", 20),
     "oom-burst": ("oom-error", {"fraction": 0.006}, "anomaly", 20),
-    "leak-trend": ("leak", {"bytes_per_request": 2 * 1024 * 1024}, "anomaly", 30),
+    "leak-trend": ("leak", {"bytes_per_request": 3 * 1024 * 1024}, "anomaly", 30),
 }
 
 
