@@ -137,8 +137,15 @@ def _gpu_missing() -> str | None:
     return None if count else "NVML found no GPU"
 
 
-def _required(component: str) -> bool:
-    return component in {c.strip() for c in os.environ.get("CHAOS_REQUIRE", "").split(",")}
+def require_component(component: str, reason: str | None, *, also: tuple[str, ...] = ()) -> None:
+    """Skip when a component is missing (reason given); fail instead when $CHAOS_REQUIRE names it
+    (or one of `also`). The one rule for docker, toxiproxy, gpu, chromium, allure and images."""
+    if reason is None:
+        return
+    required = {c.strip() for c in os.environ.get("CHAOS_REQUIRE", "").split(",") if c.strip()}
+    if required & {component, *also}:
+        pytest.fail(f"{component} required by CHAOS_REQUIRE but unavailable: {reason}", pytrace=False)
+    pytest.skip(f"{component} unavailable: {reason}")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -146,11 +153,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         return
     if GPU_KEY not in item.config.stash:
         item.config.stash[GPU_KEY] = _gpu_missing() or ""
-    reason = item.config.stash[GPU_KEY]
-    if reason:
-        if _required("gpu"):
-            pytest.fail(f"gpu is required (CHAOS_REQUIRE) but missing: {reason}", pytrace=False)
-        pytest.skip(f"gpu test: {reason}")
+    require_component("gpu", item.config.stash[GPU_KEY] or None)
 
 
 @pytest.fixture(scope="session")

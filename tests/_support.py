@@ -6,7 +6,7 @@ import shutil
 import socket
 from pathlib import Path
 
-import pytest
+from chaos.pytest_plugin import require_component
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -64,10 +64,6 @@ _CHECKS = {
 }
 
 
-def _required() -> set[str]:
-    return {c.strip() for c in os.environ.get("CHAOS_REQUIRE", "").split(",") if c.strip()}
-
-
 def require(component: str) -> None:
     """Return if `component` is usable; else skip, or fail when CHAOS_REQUIRE names it.
 
@@ -82,8 +78,4 @@ def require(component: str) -> None:
         keys = {component}
     else:
         raise ValueError(f"require(): unknown component {component!r}; known: {sorted(_CHECKS)} or image:<name>")
-    if reason is None:
-        return
-    if keys & _required():
-        pytest.fail(f"{component} required by CHAOS_REQUIRE but unavailable: {reason}")
-    pytest.skip(reason)
+    require_component(component, reason, also=tuple(keys))

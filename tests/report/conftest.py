@@ -1,24 +1,19 @@
 """Fixtures for the report tests: the Allure 3 CLI and Chromium, skipped or required (CHAOS_REQUIRE)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from chaos.report.browser import find_chromium
+from chaos.pytest_plugin import require_component
 from chaos.report.html import find_allure
 
 DATA = Path(__file__).parent / "data"
 
 
 def _need(component: str, found: object, hint: str) -> None:
-    if found:
-        return
-    required = {c.strip() for c in os.environ.get("CHAOS_REQUIRE", "").split(",") if c.strip()}
-    if component in required:
-        pytest.fail(f"{component} required by CHAOS_REQUIRE but unavailable: {hint}")
-    pytest.skip(f"{component} unavailable: {hint}")
+    require_component(component, None if found else hint)
 
 
 @pytest.fixture
