@@ -108,6 +108,26 @@ def test_leak_grows_rss(sim: Sim) -> None:
         sim.admin("DELETE", "/admin/faults/leak")
 
 
+def test_rss_stays_flat_without_a_leak_fault(sim_factory) -> None:
+    """The negative control of the leak mode: a finished request must free its prompt at once.
+
+    A reference cycle per request (stream <-> request) kept every long prompt until a rare
+    collection, so RSS climbed by hundreds of MB under a 32k mix and gateways saw a 'leak'."""
+    s = sim_factory("--profile", "instant")
+    prompt = " ".join(f"w{i % 997}" for i in range(30000))
+
+    def rss_after(n: int) -> float:
+        for _ in range(n):
+            st, _, _ = s.request("POST", "/v1/completions", {"prompt": prompt, "max_tokens": 2}, timeout=30)
+            assert st == 200
+        text = s.request("GET", "/metrics")[1].decode()
+        return float([ln for ln in text.splitlines() if ln.startswith("process_resident_memory_bytes")][0].split()[-1])
+
+    warm = rss_after(20)
+    grown = rss_after(150) - warm
+    assert grown < 20 << 20, f"RSS grew {grown / 2**20:.0f} MiB over 150 requests with no leak fault"
+
+
 def test_hang_keeps_health_200_and_resumes(sim: Sim) -> None:
     sim.admin("POST", body={"mode": "hang"})
     out: dict = {}

@@ -234,6 +234,10 @@ class Engine:
         req = s.req
         self.streams.discard(s)
         if req is not None:
+            # Stream <-> Request is a reference cycle holding the prompt's tokens; with the
+            # collector tuned down (server.py) a finished request would otherwise keep them for
+            # thousands of requests, and RSS would climb like a leak under long prompts
+            req.owner = None
             t_sched = req.t_scheduled or wall
             t_first = req.t_first_token or wall
             self.metrics.observe_finished(reason, wall - req.arrival, t_sched - req.arrival,
