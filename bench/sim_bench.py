@@ -6,8 +6,9 @@ pinned to the other CPU when there is one, with a raw asyncio HTTP/1.1 client (k
 1. completions/s: `instant` profile, 256 concurrent streams of 16 tokens. The machine may be
    shared, so the RESULT figure is completions per CPU-second the server actually got (its
    one-core capacity); the wall-clock rate and the CPU share it got are printed too.
-2. emission timing: `h200` profile, 512 concurrent streams, server-side lag of every chunk write
-   behind its step's scheduled end (GET /admin/stats).
+2. emission timing: `h200` profile, 512 concurrent streams, server-side error |t_write - t_step_end|
+   of every chunk write against its step's scheduled end (GET /admin/stats). A step's writes are
+   one serial burst centred on the scheduled end, so the error is two-sided.
 3. calibration: `a100-80g`, --max-num-seqs 8, 8 closed-loop clients, unique prompts of 512 /
    8192 tokens, 48-80 output tokens (ignore_eos); run at --time-scale 0.5 and RESCALED to real
    time (throughput x 0.5, latency / 0.5). P99 = per-request end-to-end latency.
@@ -221,9 +222,9 @@ def main() -> int:
     print(f"{'completions/s wall (instant, 256 x 16 tok)':<44}{cps_wall:>12.0f}{'':>16}")
     print(f"{'  server CPU share of its core':<44}{share:>12.2f}{'':>16}")
     print(f"{'completions per server CPU-second':<44}{cps:>12.0f}{'>= 4000':>16}")
-    print(f"{'emission lag p50 ms (h200, 512 streams)':<44}{lag['p50']:>12.2f}{'':>16}")
-    print(f"{'emission lag p99 ms (h200, 512 streams)':<44}{lag['p99']:>12.2f}{'< 5':>16}")
-    print(f"{'  loop wake-up lag p50/p99 ms (OS scheduling)':<44}"
+    print(f"{'emission |error| p50 ms (h200, 512 streams)':<44}{lag['p50']:>12.2f}{'':>16}")
+    print(f"{'emission |error| p99 ms (h200, 512 streams)':<44}{lag['p99']:>12.2f}{'< 5':>16}")
+    print(f"{'  loop wake-up lateness p50/p99 ms (guarded)':<44}"
           f"{st['wakeup_lag_ms']['p50']:>12.2f}{st['wakeup_lag_ms']['p99']:>16.2f}")
     print(f"{'  (samples, steps)':<44}{st['emission_samples']:>12}{st['steps']:>16}")
     print("calibration a100-80g, run at --time-scale 0.5, rescaled to real time; P99 = E2E")

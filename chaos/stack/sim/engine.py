@@ -34,6 +34,16 @@ class EngineDead(Exception):
         self.lines = lines
 
 
+def _wait_until(t: float) -> None:
+    """Block (without yielding to the loop) until perf_counter() reaches t: sleep, then spin."""
+    perf = time.perf_counter
+    left = t - perf()
+    if left > 0.0003:
+        time.sleep(left - 0.0002)
+    while perf() < t:
+        pass
+
+
 class Stream:
     """Per-request emission state shared by the HTTP handler and the engine."""
 
@@ -73,9 +83,11 @@ class Engine:
         self._wake = asyncio.Event()
         self._deadline = 0.0
         self.steps = 0
-        self.lags: deque[float] = deque(maxlen=200_000)  # every chunk write vs its step's end
-        self.step_lags: deque[float] = deque(maxlen=20_000)  # loop wake-up vs the step's end
-        self._prep_s = 0.0
+        self.lags: deque[float] = deque(maxlen=200_000)  # every chunk write vs its step's end (signed)
+        self.step_lags: deque[float] = deque(maxlen=20_000)  # how late the loop woke for a step
+        self._prep_s = 0.0  # EWMA of the bookkeeping before a step's writes
+        self._burst_s = 0.0  # EWMA of how long one step's socket writes take
+        self._wake_late = deque([0.0], maxlen=64)  # how late recent early wake-ups came
         self._batch: tuple[list, list] | None = None
         self.on_death: Any = None
         sched.token_source = lambda req, i: gen.token(req.gen, i)
@@ -130,13 +142,20 @@ class Engine:
         slow = self.faults.get("slow")
         if slow is not None:
             dt = max(dt, 0.001 * self.time_scale) * slow["factor"]
-        start = self._deadline if 0.0 <= perf - self._deadline < 0.05 else perf
+        # steps chain on the previous step's end (which the centred writes may precede)
+        start = self._deadline if -0.05 < perf - self._deadline < 0.05 else perf
         deadline = start + dt
         self.steps += 1
         if self.tp is not None:
             await self.tp.collective(self.steps)
-        # Wake early by the bookkeeping time so only the socket writes land after the deadline.
-        delay = deadline - self._prep_s - time.perf_counter()
+        # Wake early (by the bookkeeping time plus a guard for a late wake-up), build the
+        # frames, then wait without yielding so no request handler can run into the deadline.
+        # The writes are centred on the deadline: the step's first chunks go out up to half a
+        # burst early and its last ones half a burst late, the least error a serial burst allows.
+        guard = min(0.004, max(0.0005, max(self._wake_late)))
+        flush_at = deadline - self._burst_s / 2
+        wake_at = flush_at - self._prep_s - guard
+        delay = wake_at - time.perf_counter()
         await asyncio.sleep(delay if delay > 0 else 0)
         if self.dead:
             return
@@ -145,22 +164,29 @@ class Engine:
             return
         self._deadline = deadline
         t0 = time.perf_counter()
+        if delay > 0:
+            self._wake_late.append(max(0.0, t0 - wake_at))
+            self.step_lags.append(t0 - wake_at)
         writes, done = self._prepare(plan, time.time() + max(0.0, deadline - t0))
-        self._prep_s = 0.8 * self._prep_s + 0.2 * min(time.perf_counter() - t0, 0.005)
-        wait = deadline - time.perf_counter()
-        if wait > 0.0005:
-            await asyncio.sleep(wait)
+        t1 = time.perf_counter()
+        self._prep_s = 0.8 * self._prep_s + 0.2 * min(t1 - t0, 0.005)
+        wait = flush_at - t1
+        if wait > guard + 0.001:  # woke far too early (clock jump): yield again
+            await asyncio.sleep(wait - guard)
             if self.dead:
                 return
+        _wait_until(flush_at)
         self._flush(writes, done, deadline)
 
     def _flush(self, writes: list[tuple[Any, bytes]], done: list[Stream], deadline: float) -> None:
         lags, perf = self.lags, time.perf_counter
-        self.step_lags.append(perf() - deadline)
+        t0 = perf()
         for tr, data in writes:
             if not tr.is_closing():
                 tr.write(data)
                 lags.append(perf() - deadline)
+        if writes:
+            self._burst_s = 0.8 * self._burst_s + 0.2 * min(perf() - t0, 0.01)
         for st in done:
             if not st.future.done():
                 st.future.set_result(st.outcome)
