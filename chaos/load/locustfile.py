@@ -32,7 +32,7 @@ from locust.runners import LocalRunner, WorkerRunner
 from chaos.errors import ConfigError
 from chaos.load.config import LoadConfig, from_environ
 from chaos.load.records import RequestRecord
-from chaos.load import pacing, shapes
+from chaos.load import kstamp, pacing, shapes
 from chaos.load import users as _users
 from chaos.load.workloads import make_workload
 from chaos.resilience.backoff import Backoff
@@ -158,6 +158,7 @@ def _on_init(environment, **_kw) -> None:
         _ctx = Context(CONFIG)
         _ctx.environment = environment
         _users.LLMUser.ctx = _ctx
+        kstamp.install()  # time stream events by the kernel's receive stamps (chaos.load.kstamp)
 
 
 @events.quitting.add_listener

@@ -19,6 +19,7 @@ from geventhttpclient.useragent import RetriesExceeded
 from locust import FastHttpUser, constant, task
 from locust.exception import StopUser
 
+from chaos.load import kstamp
 from chaos.load.records import RequestRecord
 from chaos.load.sse import StreamMeter
 from chaos.load.workloads import Prompt, body
@@ -143,7 +144,7 @@ class LLMUser(FastHttpUser):
                     retry_after = _retry_after(resp.headers)
                     self._http_error(rec, resp, t0)
                 elif cfg.stream:
-                    self._read_stream(rec, raw, t0)
+                    self._read_stream(rec, raw, t0, rec.t_send - t0)
                 else:
                     self._read_body(rec, resp, t0)
                 if rec.error is None and rec.model_answered and rec.model_answered != cfg.model:
@@ -165,16 +166,22 @@ class LLMUser(FastHttpUser):
             rec.error_detail = f"status {rec.status} ({type(e).__name__} reading body)"
         rec.e2e = _perf() - t0
 
-    def _read_stream(self, rec: RequestRecord, raw, t0: float) -> None:
+    def _read_stream(self, rec: RequestRecord, raw, t0: float, wall_minus_perf: float) -> None:
+        """Read SSE events; each is timed by the kernel's receive stamp when the socket has one
+        (chaos.load.kstamp: exact while the client keeps up, never later than the clock)."""
         meter = StreamMeter(t0)
         t_end = None
         sep = b"\n"
+        sock = raw._sock  # kept: the response drops it once the message is complete
         try:
             while True:
                 line = raw.readline(sep)
                 if not line:
                     break
                 now = _perf()
+                stamp = kstamp.arrival(sock, not_before=rec.t_send)
+                if stamp is not None and stamp - wall_minus_perf < now:
+                    now = stamp - wall_minus_perf
                 if sep == b"\n" and line.startswith(b"data:") and not line.endswith(b"\r\n"):
                     sep = b"\n\n"  # plain-LF SSE: read one whole event per call from now on
                 line = line.strip()

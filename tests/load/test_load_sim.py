@@ -64,9 +64,10 @@ def test_records_agree_with_simulator_log(sim, tmp_path, api):
         assert r.output_tokens == t["output_tokens"] == 8
         assert r.prompt_tokens == t["prompt_tokens"]
         assert r.model_answered == "sim-model"
-        # client clock after the server's: the client sees the first token after it was stamped
+        # client clock after the server's: the client sees the first token after it was written
         assert r.t_send <= t["t_arrival"] + 0.002
         err = (r.t_send + r.ttft) - t["t_first_token"]
-        assert -0.002 < err < 0.5, (err, r, t)
+        # kernel receive stamps: only merged unread segments (a few instant-profile steps) add error
+        assert -0.002 < err < 0.05, (err, r, t)
         # the simulator stamps t_finish as it closes the stream, which may be after our [DONE]
         assert abs((r.t_send + r.e2e) - t["t_finish"]) < 0.5 and r.e2e >= r.ttft

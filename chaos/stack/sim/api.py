@@ -174,7 +174,7 @@ class Api:
     def _log_finished(self, s: Stream, wall: float, rec: dict) -> None:
         req = s.req
         assert req is not None
-        rec.update(t_scheduled=req.t_scheduled, t_first_token=req.t_first_token, t_finish=wall,
+        rec.update(t_scheduled=req.t_scheduled, t_first_token=s.t_first_sent or req.t_first_token, t_finish=wall,
                    output_tokens=req.num_output, outcome="error" if s.outcome == "truncated" else s.outcome)
         if s.fmt is not None:  # a stream's status is already on the wire; a JSON answer logs in _respond
             self.srv.reqlog.write(rec)

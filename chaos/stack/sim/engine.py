@@ -48,7 +48,7 @@ class Stream:
     """Per-request emission state shared by the HTTP handler and the engine."""
 
     __slots__ = ("parsed", "req", "rid", "created", "fmt", "transport", "future", "parts",
-                 "fault", "fault_at", "fault_arg", "outcome", "role_sent", "on_finish")
+                 "fault", "fault_at", "fault_arg", "outcome", "role_sent", "on_finish", "t_first_sent")
 
     def __init__(self, parsed: P.Parsed, rid: str, created: int, transport: Any,
                  future: asyncio.Future) -> None:
@@ -65,6 +65,7 @@ class Stream:
         self.outcome = ""
         self.role_sent = False
         self.on_finish: Any = None  # called once, before the last bytes go out (ground-truth log)
+        self.t_first_sent: float | None = None  # wall clock when the first token's chunk was written
 
 
 class Engine:
@@ -143,7 +144,7 @@ class Engine:
         if slow is not None:
             dt = max(dt, 0.001 * self.time_scale) * slow["factor"]
         # steps chain on the previous step's end (which the centred writes may precede)
-        start = self._deadline if -0.05 < perf - self._deadline < 0.05 else perf
+        start = self._deadline if dt > 0 and -0.05 < perf - self._deadline < 0.05 else perf
         deadline = start + dt
         self.steps += 1
         if self.tp is not None:
@@ -167,7 +168,7 @@ class Engine:
         if delay > 0:
             self._wake_late.append(max(0.0, t0 - wake_at))
             self.step_lags.append(t0 - wake_at)
-        writes, done = self._prepare(plan, time.time() + max(0.0, deadline - t0))
+        writes, done, firsts = self._prepare(plan, time.time() + max(0.0, deadline - t0))
         t1 = time.perf_counter()
         self._prep_s = 0.8 * self._prep_s + 0.2 * min(t1 - t0, 0.005)
         wait = flush_at - t1
@@ -176,25 +177,37 @@ class Engine:
             if self.dead:
                 return
         _wait_until(flush_at)
-        self._flush(writes, done, deadline)
+        self._flush(writes, done, deadline, firsts)
 
-    def _flush(self, writes: list[tuple[Any, bytes]], done: list[Stream], deadline: float) -> None:
+    def _flush(self, writes: list[tuple[Any, bytes]], done: list[Stream], deadline: float,
+               firsts: list[tuple[Any, bytes, Stream]]) -> None:
         lags, perf = self.lags, time.perf_counter
         t0 = perf()
+        if firsts:
+            # first tokens go first, and the request log gets the moment they were handed to the
+            # kernel: the ground truth a client's TTFT is checked against
+            to_wall = time.time() - t0
+            for tr, data, st in firsts:
+                if not tr.is_closing():
+                    tr.write(data)
+                    t = perf()
+                    st.t_first_sent = t + to_wall
+                    lags.append(t - deadline)
         for tr, data in writes:
             if not tr.is_closing():
                 tr.write(data)
                 lags.append(perf() - deadline)
-        if writes:
+        if writes or firsts:
             self._burst_s = 0.8 * self._burst_s + 0.2 * min(perf() - t0, 0.01)
         for st in done:
             if not st.future.done():
                 st.future.set_result(st.outcome)
 
-    def _prepare(self, plan: Any, wall: float) -> tuple[list[tuple[Any, bytes]], list[Stream]]:
+    def _prepare(self, plan: Any, wall: float) -> tuple[list[tuple[Any, bytes]], list[Stream], list]:
         """Apply the step and build every chunk frame; nothing is written yet."""
         outs = self.sched.update(plan, wall)
         writes: list[tuple[Any, bytes]] = []
+        firsts: list[tuple[Any, bytes, Stream]] = []
         done: list[Stream] = []
         self._batch = (writes, done)
         m, enc = self.metrics, self.enc
@@ -227,11 +240,14 @@ class Engine:
                 if not s.role_sent and s.fmt.chat:
                     s.role_sent = True
                     data = s.fmt.role + data
-                add((tr, b"%x\r\n%b\r\n" % (len(data), data)))
+                if req.num_output == 1:
+                    firsts.append((tr, b"%x\r\n%b\r\n" % (len(data), data), s))
+                else:
+                    add((tr, b"%x\r\n%b\r\n" % (len(data), data)))
             else:
                 self._finish(s, fin, wall, last=enc[tok])
         self._batch = None
-        return writes, done
+        return writes, done, firsts
 
     def _fault_hit(self, s: Stream, req: Request, wall: float) -> bool:
         """Apply a stream's mid-stream fault once `fault_at` tokens went out; True = consumed."""

@@ -1,0 +1,78 @@
+"""Kernel receive timestamps for the load client's sockets (Linux `SO_TIMESTAMPNS`).
+
+Why: a load client that is busy reads a socket late, and a clock read after the read measures
+the client's own queueing: at 256 concurrent streams one process handles a step's burst of
+chunks one by one, so the last chunks of the burst are timed milliseconds late. The kernel stamps
+each segment when it arrives, whoever is busy.
+
+Limit: TCP merges segments that queue up unread into one and keeps the NEWEST stamp, so the stamp
+of a recv is that of the last segment it returned. It is therefore an upper bound on the arrival
+of every byte the recv delivered, and never later than a clock read after the recv: using it is
+never worse than the user-space clock, and exact while the client keeps up with the stream.
+
+`install()` makes geventhttpclient's pools (FastHttpUser) create StampingSocket for plain TCP, so
+the header read is stamped too (a late client often reads the headers and the first token in one
+recv). TLS sockets are not stamped; callers keep their user-space clock for them.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import sys
+
+import gevent.socket
+
+# Python's socket module does not export it; 35 is SO_TIMESTAMPNS (= SCM_TIMESTAMPNS) in Linux's
+# asm-generic/socket.h, which x86, arm and most architectures use
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else None)
+_TIMESPEC = struct.Struct("@ll")  # struct timespec: tv_sec, tv_nsec
+_ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
+_TS_SIZE, _SOL_SOCKET, _unpack = _TIMESPEC.size, socket.SOL_SOCKET, _TIMESPEC.unpack_from  # hot path
+SUPPORTED = SO_TIMESTAMPNS is not None and _ANC_SIZE > 0
+
+
+class StampingSocket(gevent.socket.socket):
+    """A gevent socket whose `recv` keeps the kernel's receive stamp of the data it returns."""
+
+    __slots__ = ("stamp",)
+
+    def __init__(self, *args, **kw) -> None:  # noqa: ANN002, ANN003
+        super().__init__(*args, **kw)
+        self.stamp: float | None = None  # wall-clock seconds (CLOCK_REALTIME) of the last recv's data
+        self.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+
+    def recv(self, n: int, flags: int = 0) -> bytes:
+        data, anc, _flags, _addr = self.recvmsg(n, _ANC_SIZE, flags)
+        if anc:  # one SCM_TIMESTAMPNS message, the only one this socket asks for
+            level, kind, raw = anc[0]
+            if kind == SO_TIMESTAMPNS and level == _SOL_SOCKET and len(raw) >= _TS_SIZE:
+                sec, nsec = _unpack(raw)
+                self.stamp = sec + nsec * 1e-9
+        return data
+
+
+def _create_tcp_socket(self, family: int, socktype: int, protocol: int) -> gevent.socket.socket:  # noqa: ANN001
+    try:
+        return StampingSocket(family, socktype, protocol)
+    except OSError:  # the option refused: an unstamped socket still works
+        return gevent.socket.socket(family, socktype, protocol)
+
+
+def install() -> bool:
+    """Make geventhttpclient's connection pools create stamping sockets; False where unsupported.
+
+    Uses the pool's documented socket-factory hook (`_create_tcp_socket`); TLS pools wrap the
+    socket it returns, so their reads bypass `recv` here and stay unstamped."""
+    if not SUPPORTED or os.environ.get("CHAOS_KERNEL_STAMPS", "1") == "0":  # the switch: user-space clock only
+        return False
+    from geventhttpclient.connectionpool import ConnectionPool
+
+    ConnectionPool._create_tcp_socket = _create_tcp_socket  # type: ignore[method-assign]
+    return True
+
+
+def arrival(sock, not_before: float) -> float | None:  # noqa: ANN001
+    """Wall-clock stamp of the last data read from `sock`, if it has one from after `not_before`."""
+    stamp = getattr(sock, "stamp", None)
+    return stamp if stamp is not None and stamp >= not_before else None
