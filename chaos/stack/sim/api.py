@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,14 @@ from chaos.stack.sim import faults as F
 from chaos.stack.sim import protocol as P
 from chaos.stack.sim.engine import Stream
 from chaos.stack.sim.tokenizer import crashes_tokenizer
+
+# request ids: 128 random bits like vLLM's uuid4().hex, from a PRNG seeded once by the OS (a
+# getrandom() syscall per request cost ~6 % of the instant profile's throughput)
+_ID_BITS = random.Random(os.urandom(16)).getrandbits
+
+
+def _hex_id() -> str:
+    return "%032x" % _ID_BITS(128)
 
 if TYPE_CHECKING:
     from chaos.stack.sim.server import SimServer
@@ -97,7 +106,7 @@ class Api:
 
     async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
         srv, wall = self.srv, time.time()
-        rec: dict[str, Any] = {"request_id": request.headers.get("x-request-id") or os.urandom(16).hex(),
+        rec: dict[str, Any] = {"request_id": request.headers.get("x-request-id") or _hex_id(),
                                "t_arrival": wall, "t_scheduled": None, "t_first_token": None,
                                "t_finish": None, "prompt_tokens": 0, "output_tokens": 0,
                                "status": 200, "outcome": "rejected", "model": self.cfg.name,
@@ -110,7 +119,7 @@ class Api:
         early = self._pre_engine_faults(parsed)
         if early is not None:
             return self._reject(rec, early.status, early.body(), "error")
-        rid = ("chatcmpl-" if chat else "cmpl-") + os.urandom(16).hex()
+        rid = ("chatcmpl-" if chat else "cmpl-") + _hex_id()
         fut = asyncio.get_running_loop().create_future()
         s = Stream(parsed, rid, int(wall), request.transport, fut)
         s.on_finish = lambda st, t: self._log_finished(st, t, rec)
