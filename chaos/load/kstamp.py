@@ -10,6 +10,10 @@ of a recv is that of the last segment it returned. It is therefore an upper boun
 of every byte the recv delivered, and never later than a clock read after the recv: using it is
 never worse than the user-space clock, and exact while the client keeps up with the stream.
 
+The kernel switches stamping on a moment after the first socket of the machine asks for it (a
+deferred static key), so the first segments of a run's first connections may come unstamped;
+their events keep the user-space clock.
+
 `install()` makes geventhttpclient's pools (FastHttpUser) create StampingSocket for plain TCP, so
 the header read is stamped too (a late client often reads the headers and the first token in one
 recv). TLS sockets are not stamped; callers keep their user-space clock for them.

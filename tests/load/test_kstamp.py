@@ -21,6 +21,14 @@ def _pair():
     cli.connect(lst.getsockname())
     srv, _ = lst.accept()
     lst.close()
+    # the kernel switches stamping on a moment after the first socket asks (a deferred static key)
+    for _ in range(100):
+        srv.sendall(b"w")
+        cli.recv(10)
+        if cli.stamp is not None:
+            break
+        time.sleep(0.01)
+    cli.stamp = None
     return cli, srv
 
 
@@ -77,6 +85,7 @@ def test_install_stamps_a_pooled_http_client_against_the_simulator(monkeypatch, 
     sim = Sim("--profile", "h200", "--request-log", str(log))
     try:
         client = HTTPClient("127.0.0.1", sim.port)
+        client.get("/health").read()  # a stamping socket is open: the kernel's stamps are on
         body = json.dumps({"prompt": "stamp me", "max_tokens": 3, "stream": True}).encode()
         sent = time.time()
         resp = client.post("/v1/completions", body=body, headers={"content-type": "application/json",
