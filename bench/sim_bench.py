@@ -5,7 +5,9 @@ The server is a subprocess pinned to CPU 0 (one core); the load client runs in t
 pinned to the other CPU when there is one, with a raw asyncio HTTP/1.1 client (keep-alive).
 1. completions/s: `instant` profile, 256 concurrent streams of 16 tokens. The machine may be
    shared, so the RESULT figure is completions per CPU-second the server actually got (its
-   one-core capacity); the wall-clock rate and the CPU share it got are printed too.
+   one-core capacity), best of three rounds; the wall-clock rate, the CPU share it got and every
+   round are printed too. Interleaved with it, the same client against a bare aiohttp server that
+   only streams 16 chunks (the issue's 5,000/s reference): their ratio does not drift with the host.
 2. emission timing: `h200` profile, 512 concurrent streams, server-side error |t_write - t_step_end|
    of every chunk write against its step's scheduled end (GET /admin/stats). A step's writes are
    one serial burst centred on the scheduled end, so the error is two-sided.
@@ -40,13 +42,45 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Server:
-    """A simulator subprocess on one core."""
+# The baseline: a bare aiohttp server that only streams 16 SSE chunks per POST, as fast as it can
+# (what the issue's "about 5,000/s here" refers to). Same client, same pinned core, same meter.
+BARE_SERVER = r"""
+import asyncio, sys
+from aiohttp import web
+CHUNK = b'data: {"choices":[{"text":" the","index":0}]}\n\n'
+async def handle(request):
+    await request.read()
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    for _ in range(16):
+        await resp.write(CHUNK)
+    await resp.write(b"data: [DONE]\n\n")
+    return resp
+async def main():
+    app = web.Application()
+    app.router.add_post("/v1/completions", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", int(sys.argv[1])).start()
+    print("Application startup complete.", flush=True)
+    await asyncio.Event().wait()
+try:
+    import uvloop
+    uvloop.run(main())
+except ImportError:
+    asyncio.run(main())
+"""
 
-    def __init__(self, *args: str, pin: bool = True) -> None:
+
+class Server:
+    """A simulator subprocess on one core (or, with bare=True, the bare aiohttp baseline)."""
+
+    def __init__(self, *args: str, pin: bool = True, bare: bool = False) -> None:
         self.port = free_port()
         cmd = [sys.executable, "-m", "chaos.stack.sim", "--port", str(self.port),
                "--admin-token", TOKEN, *args]
+        if bare:
+            cmd = [sys.executable, "-c", BARE_SERVER, str(self.port)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, cwd=ROOT)
         if pin and hasattr(os, "sched_setaffinity"):
@@ -122,11 +156,11 @@ def _run(coro):  # noqa: ANN001
         return asyncio.run(coro)
 
 
-def bench_throughput(duration: float) -> tuple[float, float, float]:
+def bench_throughput(duration: float, bare: bool = False) -> tuple[float, float, float]:
     """(wall completions/s, completions per server CPU-second, server CPU share)."""
     import psutil
 
-    srv = Server("--profile", "instant", "--max-num-seqs", "1024")
+    srv = Server("--profile", "instant", "--max-num-seqs", "1024", bare=bare)
     proc = psutil.Process(srv.proc.pid)
     try:
         body = {"prompt": "bench the simulator please", "max_tokens": 16, "stream": True,
@@ -214,7 +248,14 @@ def main() -> int:
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {1})
     dur = 3.0 if args.quick else 6.0
-    cps_wall, cps, share = bench_throughput(dur)
+    # best of three interleaved rounds, simulator and bare baseline: the host is shared, its speed
+    # drifts by 20 % over minutes, and interference only ever lowers a figure
+    rounds, bares = [], []
+    for _ in range(3):
+        rounds.append(bench_throughput(dur / 2))
+        bares.append(bench_throughput(dur / 2, bare=True)[1])
+    cps_wall, cps, share = max(rounds, key=lambda r: r[1])
+    bare = max(bares)
     st = bench_emission(dur)
     short, long_ = bench_calibration(100 if args.quick else 200, 40 if args.quick else 80)
     lag = st["emission_lag_ms"]
@@ -222,6 +263,10 @@ def main() -> int:
     print(f"{'completions/s wall (instant, 256 x 16 tok)':<44}{cps_wall:>12.0f}{'':>16}")
     print(f"{'  server CPU share of its core':<44}{share:>12.2f}{'':>16}")
     print(f"{'completions per server CPU-second':<44}{cps:>12.0f}{'>= 4000':>16}")
+    print(f"{'  the three rounds (best is the figure)':<44}{' '.join(f'{r[1]:.0f}' for r in rounds):>28}")
+    print(f"{'bare aiohttp SSE server, per CPU-second':<44}{bare:>12.0f}{'~5000 here':>16}")
+    print(f"{'  its three rounds':<44}{' '.join(f'{b:.0f}' for b in bares):>28}")
+    print(f"{'simulator / bare server (same core, client)':<44}{cps / bare:>12.2f}{'>= 0.80':>16}")
     print(f"{'emission |error| p50 ms (h200, 512 streams)':<44}{lag['p50']:>12.2f}{'':>16}")
     print(f"{'emission |error| p99 ms (h200, 512 streams)':<44}{lag['p99']:>12.2f}{'< 5':>16}")
     print(f"{'  loop wake-up lateness p50/p99 ms (guarded)':<44}"
