@@ -48,7 +48,8 @@ build/.image-stamp: $(IMAGE_SRC) scripts/build-image.sh scripts/build-base.sh
 test: setup image
 	$(PYTEST) tests/ $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && { echo "no tests collected"; exit 1; }; exit $$rc
 
-gameday: setup
+# an environment whose replicas are containers needs the simulator image
+gameday: setup $(if $(findstring docker,$(ENV)),image)
 	@rm -rf $(RESULTS)
 	$(PYTEST) suites/ --env $(ENV) --alluredir $(RESULTS) $(PYTEST_ARGS); rc=$$?; \
 	  $(MAKE) --no-print-directory report; exit $$rc

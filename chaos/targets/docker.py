@@ -50,6 +50,7 @@ class DockerTarget:
         self._sleep = sleep
         self._container: Any = None
         self._manual_restarts = 0
+        self._carried_restarts = 0  # restarts Docker stopped counting (see restart())
         host_env = docker_host or os.environ.get("DOCKER_HOST", "")
         self.remote = bool(host_env) and not host_env.startswith("unix://")
 
@@ -110,6 +111,8 @@ class DockerTarget:
             if old.labels.get(LABEL_RUN) == self.run_id and old.status == "running":
                 self._container = old
                 return
+            if old.labels.get(LABEL_RUN) == self.run_id:  # our replica, re-created: keep its count
+                self._carried_restarts += int(old.attrs.get("RestartCount", 0)) + 1
             old.remove(force=True)
         try:
             self._container = self.client.containers.run(**self._run_kwargs())
@@ -139,8 +142,11 @@ class DockerTarget:
         c = self.container
         if c.status == "paused":
             c.unpause()
+        auto = int(c.attrs.get("RestartCount", 0))
         c.restart(timeout=10)
         self._manual_restarts += 1
+        # Docker zeroes RestartCount on a manual (re)start: carry what it had counted
+        self._carried_restarts += max(0, auto - int(self.container.attrs.get("RestartCount", 0)))
 
     def kill(self, sig: int = _signal.SIGKILL) -> None:
         """Local engine: signal the container's init process from the host, so Docker sees a crash and
@@ -169,7 +175,7 @@ class DockerTarget:
         return int(pid) if pid else None
 
     def restart_count(self) -> int:
-        return int(self.container.attrs.get("RestartCount", 0)) + self._manual_restarts
+        return int(self.container.attrs.get("RestartCount", 0)) + self._manual_restarts + self._carried_restarts
 
     def health(self) -> bool:
         return http_health(self.host, self.port)

@@ -87,6 +87,10 @@ def test_restart_and_kill_faults_bring_a_new_process_that_answers(target, policy
     k.revert()
     assert target.pid() != old and target.health()
     assert target.container.attrs["RestartCount"] >= 1
+    # Docker zeroes RestartCount on a manual restart; a second restart fault must still see a rise
+    n = target.restart_count()
+    with restart(target, recover_timeout_s=30).using(policy) as f2:
+        assert f2.evidence["restart_count"] == n + 1
 
 
 def test_simulator_image_ranks_and_freeze(tmp_path, policy):
