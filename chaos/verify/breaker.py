@@ -237,7 +237,10 @@ def check_recovery(a: BreakerAnalysis, fault_end: float, within_s: float | None 
     """After the fault, the canary's share comes back within the allowance and stays back."""
     p = a.policy
     limit = within_s if within_s is not None else p.window_s + 8 * p.open_wait_s + p.reaction_allowance_s
-    drains = [m for m in a.moves if m.kind == "drained" and m.t <= fault_end]
+    # until one window after the fault the breaker's window still holds calls made during it, so
+    # a drain then is still the fault's doing; flapping is a drain after the window is clean
+    settled = fault_end + p.window_s
+    drains = [m for m in a.moves if m.kind == "drained" and m.t < settled]
     if not drains and not a.first_move("drained", after=fault_end):
         return None
     back = a.first_move("restored", after=(drains[-1].t if drains else fault_end))

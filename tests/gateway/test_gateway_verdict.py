@@ -88,6 +88,15 @@ def test_flapping_after_recovery_fails():
         check_no_flapping(a, 3)
 
 
+def test_a_trip_on_the_faults_last_errors_is_not_flapping():
+    """Right after the fault the window still holds its errors: one more drain then is the
+    fault's doing, as long as the canary comes back once the window is clean."""
+    def late(t, rng):
+        drained = 22 <= t < 40 or 61 <= t < 66
+        return "stable" if drained else fixed_share(t, rng)
+    verify_breaker(traffic(0.015, late), POLICY, expect="degrade", fault=FAULT)
+
+
 def test_header_from_another_gateway_and_timeline_output():
     recs = traffic(0.015)
     for r in recs:
