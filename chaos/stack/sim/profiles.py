@@ -16,7 +16,7 @@ P99 is the P99 of per-request END-TO-END latency (arrival to last token) after a
 requests. Seed targets: short 2800 tok/s with P99 < 350 ms, long 420 tok/s with P99 about 1.8 s
 (attention 68 % of long-prompt step time; the model gives ~60 %). The constants below were fitted with the virtual-
 clock engine (`chaos.stack.sim.virtual.run_closed_loop`) and checked end-to-end over HTTP by
-`bench/sim_bench.py` (run at a compressed --time-scale; its figures are rescaled to real time).
+`bench/sim_bench.py` (in real time).
 Virtual-clock result: short 2806 tok/s, P99 227 ms; long 425 tok/s, P99 1.83 s.
 """
 from __future__ import annotations
