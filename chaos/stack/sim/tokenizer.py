@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import random
 import re
-import sys
 import unicodedata
 import zlib
 
@@ -32,18 +31,12 @@ VOCAB = (
     "system value result simple method query answer reason order field level point change"
 ).split()
 
-_INTERN_OVER = 1024  # short prompts are cheap to leave as they are; interning costs ~20 % throughput
 _SEQ_LEN = 4099  # prime, so bases spread evenly
 
 
 def tokenize(text: str) -> list[str]:
-    """Split text into the simulator's tokens (see module docstring).
-
-    Tokens are interned: a 32k-token prompt would otherwise leave 32k small string objects per
-    request scattered over the allocator's arenas, and the process's RSS would climb for minutes
-    under a long-prompt mix, which a gateway's leak rule reads as a memory leak."""
-    tokens = _TOKEN_RE.findall(text)
-    return list(map(sys.intern, tokens)) if len(tokens) > _INTERN_OVER else tokens
+    """Split text into the simulator's tokens (see module docstring)."""
+    return _TOKEN_RE.findall(text)
 
 
 def render_chat(messages: list[dict]) -> str:
