@@ -144,7 +144,7 @@ class LLMUser(FastHttpUser):
                     retry_after = _retry_after(resp.headers)
                     self._http_error(rec, resp, t0)
                 elif cfg.stream:
-                    self._read_stream(rec, raw, t0, rec.t_send - t0)
+                    self._read_stream(rec, raw, t0)
                 else:
                     self._read_body(rec, resp, t0)
                 if rec.error is None and rec.model_answered and rec.model_answered != cfg.model:
@@ -166,13 +166,14 @@ class LLMUser(FastHttpUser):
             rec.error_detail = f"status {rec.status} ({type(e).__name__} reading body)"
         rec.e2e = _perf() - t0
 
-    def _read_stream(self, rec: RequestRecord, raw, t0: float, wall_minus_perf: float) -> None:
+    def _read_stream(self, rec: RequestRecord, raw, t0: float) -> None:
         """Read SSE events; each is timed by the kernel's receive stamp when the socket has one
         (chaos.load.kstamp: exact while the client keeps up, never later than the clock)."""
         meter = StreamMeter(t0)
         t_end = None
         sep = b"\n"
         sock = raw._sock  # kept: the response drops it once the message is complete
+        wall_minus_perf = rec.t_send - t0  # kernel stamps are wall clock; the meter runs on perf_counter
         try:
             while True:
                 line = raw.readline(sep)
