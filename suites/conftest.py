@@ -36,6 +36,21 @@ def fault_happened(evidence: dict[str, Any], **expect: Any) -> Verdict:
     return v
 
 
+def fault_proof(fault: Any) -> Verdict:
+    """Stage 1 from each part of a (possibly combined) fault: a proxy rule must have hit requests."""
+    v = Verdict("fault took effect")
+    for f in getattr(fault, "faults", None) or [fault]:
+        ev = dict(getattr(f, "evidence", {}) or {})
+        where = ev.get("proxy") or f.params().get("admin_url") or ""
+        if "hits" in ev:
+            v.add(f"{f.kind} hits @ {where}", ">= 1", ev["hits"], ev["hits"] >= 1,
+                  f"rule {ev.get('rule')}: {ev['hits']} hit of {ev.get('matched', 0)} matched, {ev.get('seen', 0)} seen")
+        else:
+            v.add(f"{f.kind} @ {where}".strip(" @"), "verified", "verified" if f.record_id else None,
+                  f.record_id is not None, ", ".join(f"{k}={ev[k]}" for k in list(ev)[:4]))
+    return v
+
+
 def gateway_admin(stack, method: str, path: str, body: dict | None = None) -> dict:
     """Call the gateway's admin API (Bearer token from the environment); returns its JSON."""
     gw = stack.env.endpoints.gateway_admin

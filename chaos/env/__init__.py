@@ -3,6 +3,7 @@ from chaos.env.loader import available, environments_dir, expand_vars, load, par
 from chaos.env.model import (
     BreakerPolicy,
     Endpoints,
+    FaultProxyConfig,
     GatewayConfig,
     Environment,
     LatencySLA,
@@ -17,7 +18,7 @@ from chaos.env.model import (
 )
 
 __all__ = [
-    "BreakerPolicy", "Endpoints", "Environment", "GatewayConfig", "LatencySLA", "LoadProfile", "RetryPolicy", "Safety",
+    "BreakerPolicy", "Endpoints", "Environment", "FaultProxyConfig", "GatewayConfig", "LatencySLA", "LoadProfile", "RetryPolicy", "Safety",
     "SimulatorOptions", "SLAs", "Target", "ToxiproxyConfig", "ToxiproxyProxy",
     "available", "environments_dir", "expand_vars", "load", "parse", "resolve_path",
 ]

@@ -34,6 +34,29 @@ class ToxiproxyConfig(_Strict):
     proxies: list[ToxiproxyProxy] = []
 
 
+class FaultProxyConfig(_Strict):
+    """One HTTP/SSE fault proxy (`chaos-faultproxy`) in front of a replica: listen address -> upstream URL."""
+
+    name: str
+    listen: str = Field(description="HOST:PORT the proxy listens on (what the gateway or toxiproxy calls)")
+    upstream: str = Field(description="the replica's base URL, e.g. http://127.0.0.1:18201")
+    token_env: str = Field("CHAOS_PROXY_TOKEN", description="variable holding the admin token (remote proxies)")
+    token_file: str | None = Field(None, description="file holding the admin token (wins over token_env)")
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://{self.listen}"
+
+    @model_validator(mode="after")
+    def _addresses(self) -> "FaultProxyConfig":
+        host, sep, port = self.listen.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"fault proxy {self.name!r}: listen must be HOST:PORT, got {self.listen!r}")
+        if not self.upstream.startswith(("http://", "https://")):
+            raise ValueError(f"fault proxy {self.name!r}: upstream must be an http:// URL, got {self.upstream!r}")
+        return self
+
+
 class SimulatorOptions(_Strict):
     """Flags for an embedded simulator replica (`chaos sim`)."""
 
@@ -57,6 +80,7 @@ class Target(_Strict):
     tp_size: int = Field(1, ge=1, le=64)
     rank_ports: list[int] = Field([], description="ports the TP rank workers listen on (tp_size - 1)")
     serve_proxy: str | None = Field(None, description="toxiproxy proxy in front of the replica's API")
+    fault_proxy: str | None = Field(None, description="HTTP fault proxy in front of the replica (fault_proxies)")
     rank_proxies: list[str] = Field([], description="toxiproxy proxies the engine dials to reach each rank")
     restart_policy: Literal["always", "on-failure", "no"] = "always"
     restart_delay_s: float = Field(0.5, ge=0)
@@ -191,6 +215,7 @@ class Environment(_Strict):
     state_dir: str = ".state"
     endpoints: Endpoints
     toxiproxy: ToxiproxyConfig | None = None
+    fault_proxies: list[FaultProxyConfig] = []
     gateway: GatewayConfig | None = None
     targets: list[Target] = []
     slas: SLAs = SLAs()
@@ -218,9 +243,16 @@ class Environment(_Strict):
             for ref in [t.serve_proxy, *t.rank_proxies]:
                 if ref and ref not in proxies:
                     raise ValueError(f"target {t.name!r} names toxiproxy proxy {ref!r}, which is not defined")
+            if t.fault_proxy and t.fault_proxy not in {p.name for p in self.fault_proxies}:
+                raise ValueError(f"target {t.name!r} names fault proxy {t.fault_proxy!r}, which is not defined")
             if t.rank_ports and len(t.rank_ports) != t.tp_size - 1:
                 raise ValueError(f"target {t.name!r}: rank_ports needs tp_size - 1 = {t.tp_size - 1} entries")
         return self
+
+    def fault_proxy_of(self, target: str) -> FaultProxyConfig | None:
+        """The fault proxy in front of a target (None when it has none)."""
+        name = self.target(target).fault_proxy
+        return next((p for p in self.fault_proxies if p.name == name), None)
 
     def target(self, name: str) -> Target:
         for t in self.targets:

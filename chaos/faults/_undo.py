@@ -8,6 +8,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from chaos.faults import tokens
 from chaos.faults.toxiproxy import Toxiproxy, ToxiproxyError
 from chaos.targets import _proc
 
@@ -31,8 +32,12 @@ def docker(container: str, action: str, docker_host: str | None) -> dict[str, An
     return {"kind": "docker", "container": container, "action": action, "docker_host": docker_host}
 
 
-def http(method: str, url: str, headers: dict[str, str] | None = None, body: Any = None) -> dict[str, Any]:
-    return {"kind": "http", "method": method, "url": url, "headers": headers or {}, "body": body}
+def http(method: str, url: str, headers: dict[str, str] | None = None, body: Any = None, *,
+         auth: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An HTTP call; `auth` names where the Bearer token comes from (TokenRef.describe()), never the token."""
+    if headers and any(k.lower() == "authorization" for k in headers):
+        raise ValueError("an undo step must not carry an Authorization header; pass auth= (the token's source)")
+    return {"kind": "http", "method": method, "url": url, "headers": headers or {}, "body": body, "auth": auth}
 
 
 def run(step: dict[str, Any]) -> str:
@@ -89,6 +94,9 @@ def _http(step: dict[str, Any]) -> str:
     data = json.dumps(step["body"]).encode() if step.get("body") is not None else None
     req = urllib.request.Request(step["url"], data=data, method=step["method"], headers=step.get("headers") or {})
     req.add_header("Content-Type", "application/json")
+    ref = tokens.from_record(step.get("auth"))
+    if ref is not None:
+        req.add_header("Authorization", f"Bearer {ref.value()}")
     try:
         with urllib.request.urlopen(req, timeout=5) as r:
             return f"{step['method']} {step['url']} -> {r.status}"

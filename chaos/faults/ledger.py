@@ -97,7 +97,8 @@ def cleanup(env_or_state_dir: Any, *, force: bool = False) -> list[str]:
     """Undo every outstanding fault and reap orphaned target processes; idempotent.
 
     Records owned by another live harness process are left alone unless force=True.
-    With an Environment, also removes any `chaos-*` toxic left on its Toxiproxy.
+    With an Environment, also removes any `chaos-*` toxic left on its Toxiproxy and any `chaos-*`
+    rule left on its fault proxies.
     """
     from chaos.faults import _undo
 
@@ -119,6 +120,9 @@ def cleanup(env_or_state_dir: Any, *, force: bool = False) -> list[str]:
     if not isinstance(env_or_state_dir, (str, os.PathLike)):
         done.extend(_reap_containers(env_or_state_dir, state_dir, force=force))
         done.extend(_undo.sweep_toxics(env_or_state_dir))
+        from chaos.faults.proxy_admin import sweep_rules
+
+        done.extend(sweep_rules(env_or_state_dir))
     return done
 
 

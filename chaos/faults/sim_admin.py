@@ -9,6 +9,7 @@ from typing import Any
 from chaos.errors import FaultError, FaultNotEffective
 from chaos.faults import _undo
 from chaos.faults.base import Fault
+from chaos.faults.tokens import TokenRef, as_ref
 
 DESTRUCTIVE_MODES = {"crash", "engine-death", "oom", "tokenizer-crash"}
 
@@ -18,18 +19,18 @@ class SimFault(Fault):
 
     kind = "sim"
 
-    def __init__(self, admin_url: str, token: str, mode: str, **params: Any) -> None:
+    def __init__(self, admin_url: str, token: "str | TokenRef", mode: str, **params: Any) -> None:
         seed = params.pop("seed", None)
         super().__init__(seed=seed)
-        self.admin_url, self.token, self.mode, self.mode_params = admin_url.rstrip("/"), token, mode, params
+        self.admin_url, self.token, self.mode, self.mode_params = admin_url.rstrip("/"), as_ref(token), mode, params
         self.kind = f"sim-{mode}"
         self.destructive = mode in DESTRUCTIVE_MODES
 
     def params(self) -> dict[str, Any]:
-        return {"admin_url": self.admin_url, "mode": self.mode, **self.mode_params}
+        return {"admin_url": self.admin_url, "mode": self.mode, "token": self.token.describe(), **self.mode_params}
 
     def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
+        return {**self.token.header(), "Content-Type": "application/json"}
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         req = urllib.request.Request(self.admin_url + path, method=method, headers=self._headers(),
@@ -51,7 +52,7 @@ class SimFault(Fault):
         return [f"POST {self.admin_url}/admin/faults {{mode: {self.mode}, {self.mode_params}}}"]
 
     def _undo(self) -> list[dict[str, Any]]:
-        return [_undo.http("DELETE", f"{self.admin_url}/admin/faults/{self.mode}", self._headers())]
+        return [_undo.http("DELETE", f"{self.admin_url}/admin/faults/{self.mode}", auth=self.token.describe())]
 
     def _apply(self) -> None:
         self._call("POST", "/admin/faults", {"mode": self.mode, **self.mode_params})
@@ -85,5 +86,5 @@ class SimFault(Fault):
                 raise
 
 
-def sim_fault(admin_url: str, token: str, mode: str, **params: Any) -> SimFault:
+def sim_fault(admin_url: str, token: "str | TokenRef", mode: str, **params: Any) -> SimFault:
     return SimFault(admin_url, token, mode, **params)

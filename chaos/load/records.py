@@ -20,6 +20,7 @@ ERROR_CLASSES = (
     "timeout",       # no response or no next chunk within the client's timeout
     "stream_cut",    # stream ended without `data: [DONE]`
     "error_chunk",   # `data: {"error": ...}` inside a 200 stream
+    "stream_corrupt",  # more content events than the usage chunk's tokens (duplicated), or unreadable events
     "wrong_model",   # answered, but by another model than the one asked for
     "other",
 )
@@ -47,6 +48,7 @@ class RequestRecord:
     prompt_class: str | None = None
     final: bool = True              # False when the client will retry this logical request
     outcome: str | None = None      # on final records: succeeded | failed | rejected
+    finish_reason: str | None = None  # the stream's (or answer's) last finish_reason
 
     @property
     def ok(self) -> bool:

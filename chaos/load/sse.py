@@ -16,6 +16,24 @@ _DONE = b"[DONE]"
 
 # `"text": "..."` / `"content": "..."` at the first choice: `""` or null is empty, `"x` is not
 _TEXT_RE = re.compile(rb'"(?:text|content)": ?(""|null|")')
+_NULL_FINISH = re.compile(rb'"finish_reason": ?null')  # only such chunks take the fast path
+
+
+def stream_problem(*, done: bool, finish_reason: str | None, events: int, usage_out: int | None,
+                   bad_json: int = 0) -> tuple[str, str] | None:
+    """Why a 200 stream that carried no error chunk is still not a whole answer, or None when it is.
+
+    vLLM ends every choice with a finish_reason before `[DONE]`, and sends at most one content
+    event per generated token, so more events than the usage chunk counts means duplicated chunks."""
+    if not done:
+        return "stream_cut", f"stream ended without data: [DONE] after {events} content events"
+    if finish_reason is None:
+        return "stream_cut", f"[DONE] came without a finish_reason after {events} content events"
+    if usage_out is not None and events > usage_out:
+        return "stream_corrupt", f"{events} content events for {usage_out} tokens: duplicated chunks"
+    if bad_json:
+        return "stream_corrupt", f"{bad_json} unreadable stream event(s)"
+    return None
 
 
 class StreamMeter:
@@ -48,7 +66,8 @@ class StreamMeter:
             return True
         if not payload:
             return False
-        if self.model is not None and b'"error"' not in payload and b'"usage"' not in payload:
+        if (self.model is not None and b'"error"' not in payload and b'"usage"' not in payload
+                and _NULL_FINISH.search(payload) is not None):
             # fast path for the common content chunk (hot: once per token): no JSON parse
             m = _TEXT_RE.search(payload)
             if m is not None:
@@ -99,6 +118,13 @@ class StreamMeter:
             self.last = now
             self.events += 1
 
+    def problem(self) -> tuple[str, str] | None:
+        """The stream's error class and detail (error chunk, cut, corrupt), or None for a whole answer."""
+        if self.error is not None:
+            return "error_chunk", self.error
+        return stream_problem(done=self.done, finish_reason=self.finish_reason, events=self.events,
+                              usage_out=self.usage_out, bad_json=self.bad_json)
+
     def fill(self, rec: RequestRecord, t_end: float) -> None:
         """Copy timing and token fields into `rec`; `t_end` is perf_counter at [DONE] or cut."""
         rec.e2e = t_end - self.t0
@@ -109,6 +135,7 @@ class StreamMeter:
         if self.usage_prompt is not None:
             rec.prompt_tokens = self.usage_prompt
         rec.model_answered = self.model
+        rec.finish_reason = self.finish_reason
         n = rec.output_tokens or 0
         if rec.ttft is not None and n > 1:
             rec.tpot = (rec.e2e - rec.ttft) / (n - 1)

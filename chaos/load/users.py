@@ -103,7 +103,7 @@ class LLMUser(FastHttpUser):
                 return
             bo = self.backoff
             wait = bo.wait_for(attempt, retry_after) if bo else 0.0
-            if bo is None or not bo.should_retry(rec.status, rec.error) or bo.give_up(attempt, _perf() - started, wait):
+            if bo is None or not bo.should_retry(rec.status, rec.error, streamed=rec.ttft is not None) or bo.give_up(attempt, _perf() - started, wait):
                 rec.outcome = "rejected" if rec.status is not None and 400 <= rec.status < 500 else "failed"
                 self.ctx.emit(rec)
                 return
@@ -195,10 +195,9 @@ class LLMUser(FastHttpUser):
             rec.error_detail = f"{type(e).__name__}: {e}"[:300]
         meter.fill(rec, t_end if t_end is not None else _perf())
         if rec.error is None:
-            if meter.error is not None:
-                rec.error, rec.error_detail = "error_chunk", meter.error
-            elif not meter.done:
-                rec.error, rec.error_detail = "stream_cut", "stream ended without data: [DONE]"
+            problem = meter.problem()
+            if problem is not None:
+                rec.error, rec.error_detail = problem
 
     def _read_body(self, rec: RequestRecord, resp, t0: float) -> None:
         try:

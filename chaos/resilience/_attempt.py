@@ -15,6 +15,7 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from chaos.load.records import RequestRecord
+from chaos.load.sse import stream_problem
 
 
 @dataclass
@@ -117,6 +118,7 @@ def _read_json(resp: http.client.HTTPResponse, rec: RequestRecord, t0: float, cl
         doc = json.loads(raw)
         choice = doc["choices"][0]
         text = (choice.get("message") or {}).get("content") or choice.get("text") or ""
+        rec.finish_reason = choice.get("finish_reason")
     except (ValueError, KeyError, IndexError, TypeError):
         rec.error, rec.error_detail = "other", f"unreadable 200 body: {raw[:120]!r}"
         return Attempt(rec)
@@ -131,13 +133,11 @@ def _read_sse(resp: http.client.HTTPResponse, rec: RequestRecord, t0: float, tim
     parts: list[str] = []
     model: str | None = None
     last: float | None = None
-    events = 0
+    events, bad, done, usage_out = 0, 0, False, None
     while True:
         line = resp.readline()
         if not line:
-            rec.e2e = clock() - t0
-            rec.error, rec.error_detail = "stream_cut", f"stream ended without [DONE] after {events} content events"
-            return _finish(rec, "".join(parts), model)
+            break
         if clock() - t0 > timeout_s:
             raise TimeoutError("stream slower than the attempt timeout")
         line = line.strip()
@@ -145,17 +145,23 @@ def _read_sse(resp: http.client.HTTPResponse, rec: RequestRecord, t0: float, tim
             continue
         data = line[5:].strip()
         if data == b"[DONE]":
+            done = True
             break
-        ev: dict[str, Any] = json.loads(data)
+        try:
+            ev: dict[str, Any] = json.loads(data)
+        except ValueError:
+            bad += 1  # an unreadable event: the answer is not whole, but later events may still be read
+            continue
         if "error" in ev:
             rec.e2e = clock() - t0
             rec.error, rec.error_detail = "error_chunk", json.dumps(ev["error"])[:300]
             return _finish(rec, "".join(parts), model)
         model = ev.get("model") or model
         if ev.get("usage"):
+            usage_out = ev["usage"].get("completion_tokens")
             rec.prompt_tokens = ev["usage"].get("prompt_tokens")
-            rec.output_tokens = ev["usage"].get("completion_tokens")
         for ch in ev.get("choices") or []:
+            rec.finish_reason = ch.get("finish_reason") or rec.finish_reason
             piece = (ch.get("delta") or {}).get("content") or ch.get("text") or ""
             if not piece:
                 continue
@@ -168,8 +174,11 @@ def _read_sse(resp: http.client.HTTPResponse, rec: RequestRecord, t0: float, tim
             events += 1
             parts.append(piece)
     rec.e2e = clock() - t0
-    if rec.output_tokens is None:
-        rec.output_tokens = events
-    if rec.ttft is not None and rec.output_tokens and rec.output_tokens > 1:
+    rec.output_tokens = usage_out if usage_out is not None else events
+    problem = stream_problem(done=done, finish_reason=rec.finish_reason, events=events, usage_out=usage_out,
+                             bad_json=bad)
+    if problem is not None:
+        rec.error, rec.error_detail = problem
+    elif rec.ttft is not None and rec.output_tokens and rec.output_tokens > 1:
         rec.tpot = (rec.e2e - rec.ttft) / (rec.output_tokens - 1)
     return _finish(rec, "".join(parts), model)

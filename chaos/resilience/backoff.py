@@ -30,8 +30,13 @@ class Backoff:
             wait = max(wait, min(retry_after, p.max_interval_s * 4))
         return max(wait, p.min_interval_s)
 
-    def should_retry(self, status: int | None, error: str | None) -> bool:
-        """True when the failure is worth another attempt."""
+    def should_retry(self, status: int | None, error: str | None, *, streamed: bool = False) -> bool:
+        """True when the failure is worth another attempt.
+
+        A stream that already delivered a token is never retried: the user has seen part of an
+        answer, and a fresh attempt would show it again (or a different one) from the start."""
+        if streamed:
+            return False
         if status is not None and status in NON_RETRYABLE:
             return False
         if status is not None and status in self.policy.retry_statuses:

@@ -136,7 +136,8 @@ class ResilientClient:
 
     # -- tenacity strategies ---------------------------------------------------------------
     def _retryable(self, a: Attempt) -> bool:
-        return not a.record.ok and self.backoff.should_retry(a.record.status, a.record.error)
+        return not a.record.ok and self.backoff.should_retry(a.record.status, a.record.error,
+                                                             streamed=a.record.ttft is not None)
 
     def _wait(self, rs: RetryCallState) -> float:
         a: Attempt = rs.outcome.result()  # type: ignore[union-attr]

@@ -1,6 +1,6 @@
 """The embedded stack: a real Toxiproxy, simulator replicas (processes or containers), the gateway.
 
-    client -> toxiproxy[client] -> gateway -> toxiproxy[replica-x] -> replica-x (TP engine)
+    client -> toxiproxy[client] -> gateway -> toxiproxy[replica-x] -> fault proxy[replica-x] -> replica-x (TP engine)
                                                     replica-x engine -> toxiproxy[rank link] -> rank worker
 
 Everything started here is written to the state dir (pidfiles, logs) so `chaos cleanup` can reap
@@ -21,6 +21,8 @@ from typing import Callable
 
 from chaos.env import Environment
 from chaos.errors import StackError
+from chaos.faults.proxy_admin import token_ref
+from chaos.stack.faultproxy import FaultProxyServer
 from chaos.stack.toxiproxy import ToxiproxyServer
 from chaos.targets import Target, make_target
 from chaos.targets import _proc
@@ -58,6 +60,7 @@ class EmbeddedStack:
         self.toxiproxy: ToxiproxyServer | None = None
         self.targets: dict[str, Target] = {}
         self.gateway: ProcessTarget | None = None
+        self.fault_proxies: dict[str, FaultProxyServer] = {}
         self.started_at: float | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -68,6 +71,7 @@ class EmbeddedStack:
         try:
             self._start_toxiproxy()
             self._start_targets(timeout)
+            self._start_fault_proxies()
             self._start_gateway(timeout)
             self.wait_serving(timeout)
             self.warm_up(self.env.warmup_s)
@@ -95,6 +99,15 @@ class EmbeddedStack:
         with ThreadPoolExecutor(max_workers=max(1, len(self.targets))) as pool:
             list(pool.map(lambda t: t.wait_healthy(timeout), self.targets.values()))
         self.log(f"replicas healthy: {', '.join(self.targets)}")
+
+    def _start_fault_proxies(self) -> None:
+        for cfg in self.env.fault_proxies:
+            server = FaultProxyServer.for_config(cfg, token_ref(self.env, cfg), self.state_dir)
+            self.fault_proxies[cfg.name] = server.start()
+            assert server.proc is not None
+            self._pidfile(f"faultproxy-{cfg.name}", server.proc.pid)
+        if self.fault_proxies:
+            self.log(f"fault proxies up: {', '.join(f'{n} ({p.url})' for n, p in self.fault_proxies.items())}")
 
     def _start_gateway(self, timeout: float) -> None:
         if self.env.gateway is None:
@@ -165,6 +178,10 @@ class EmbeddedStack:
             errors += _attempt(lambda t=t: (t.resume() if t.paused() else None), name)
             errors += _attempt(t.remove, name)
         self.targets.clear()
+        for name, fp in reversed(list(self.fault_proxies.items())):
+            errors += _attempt(fp.stop, f"fault proxy {name}")
+            self._unlink_own(self.state_dir / "targets" / f"faultproxy-{name}.pid")
+        self.fault_proxies.clear()
         if self.toxiproxy is not None:
             errors += _attempt(self.toxiproxy.stop, "toxiproxy")
             self.toxiproxy = None
@@ -190,6 +207,10 @@ class EmbeddedStack:
     def request_logs(self) -> list[Path]:
         """The simulator request logs (ground truth) of every replica."""
         return sorted(self.state_dir.glob("*.requests.jsonl"))
+
+    def proxy_logs(self) -> list[Path]:
+        """The fault proxies' request logs (the replica side's record, on any backend)."""
+        return sorted(self.state_dir.glob("*.proxy.jsonl"))
 
     def _pidfile(self, name: str, pid: int) -> None:
         d = self.state_dir / "targets"
@@ -230,6 +251,8 @@ def status(env: Environment) -> dict[str, object]:
     out: dict[str, object] = {}
     if env.toxiproxy is not None:
         out["toxiproxy"] = _get_ok(f"{env.toxiproxy.api}/version")
+    for p in env.fault_proxies:
+        out[f"fault proxy {p.name}"] = _get_ok(f"{p.admin_url}/_chaos/health")
     for t in env.targets:
         out[t.name] = http_health(t.host, t.port)
     if env.gateway is not None:

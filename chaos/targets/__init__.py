@@ -10,14 +10,17 @@ from chaos.targets.base import Target
 
 if TYPE_CHECKING:
     from chaos.env import Environment
+    from chaos.faults.tokens import TokenRef
     from chaos.env import Target as TargetConfig
 
 __all__ = ["Target", "make_target", "sim_args", "admin_token"]
 
 
-def admin_token(run_id: str) -> str:
-    """The simulator admin token: $CHAOS_SIM_ADMIN_TOKEN, else one derived from the run id."""
-    return os.environ.get("CHAOS_SIM_ADMIN_TOKEN") or f"chaos-{run_id}"
+def admin_token(state_dir: str | os.PathLike[str]) -> "TokenRef":
+    """The embedded stack's admin token (simulators and fault proxies): a 0600 file in the state dir."""
+    from chaos.faults.tokens import stack_token
+
+    return stack_token(state_dir)
 
 
 def sim_args(cfg: "TargetConfig", *, run_id: str, state_dir: str | os.PathLike[str],
@@ -29,7 +32,7 @@ def sim_args(cfg: "TargetConfig", *, run_id: str, state_dir: str | os.PathLike[s
             "--profile", sim.profile, "--max-num-seqs", str(sim.max_num_seqs),
             "--max-model-len", str(sim.max_model_len),
             "--collective-timeout", f"{sim.collective_timeout_s:g}", "--time-scale", f"{sim.time_scale:g}",
-            "--admin-token", admin_token(run_id),
+            "--admin-token-file", admin_token(state_dir).file or "",
             "--request-log", str(Path(state_dir).resolve() / f"{cfg.name}.requests.jsonl")]
     if env is not None:
         args += ["--served-model-name", env.endpoints.model]

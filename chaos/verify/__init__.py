@@ -1,6 +1,6 @@
 """Verdicts with evidence: each returns a Verdict (rows of check/limit/measured/ok) whose
 `assert_ok()` raises SLOViolation naming the limit, the measured value and the window."""
-from chaos.verify.accounting import accounting_verdict, read_server_log
+from chaos.verify.accounting import ServerLog, accounting_verdict, read_server_log, server_log_for
 from chaos.verify.backoff import judge as judge_backoff
 from chaos.verify.backoff_run import check_backoff
 from chaos.verify.checks import (
@@ -21,6 +21,6 @@ from chaos.verify.verdict import Row, Verdict
 __all__ = [
     "Arrival", "Check", "Recorder", "Row", "Verdict", "accounting_verdict", "all_of", "check_backoff",
     "error_rate_below", "evaluate", "goodput_above", "judge_backoff", "latency_verdict", "p50_below", "p99_below",
-    "percentile_below", "read_baseline", "read_server_log", "recovery_verdict", "time_to_completion",
+    "percentile_below", "read_baseline", "read_server_log", "server_log_for", "ServerLog", "recovery_verdict", "time_to_completion",
     "time_to_health", "time_to_steady", "write_baseline",
 ]

@@ -2,14 +2,17 @@
 duplicated, and every answer came from the model that was asked for.
 
 Client side: the RequestRecords (one per attempt, `request_id` kept across retries, the last one
-`final=True` with `outcome` succeeded|failed|rejected). Server side (optional): the simulator's
+`final=True` with `outcome` succeeded|failed|rejected). Server side (optional): the replica side's
 request log, one JSON line per request it received, `request_id` = the client's x-request-id,
-with t_arrival, status, outcome (stop|length|abort|error|rejected) and model.
+with t_arrival, status, outcome (stop|length|abort|error|rejected) and model. It comes from the
+simulator when the replicas are simulators, else from the fault proxies in front of any backend
+(same fields, plus `replica`); with neither, the verdict says "client-side only".
 """
 from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -37,6 +40,45 @@ def read_server_log(*paths: str | Path) -> list[dict[str, Any]]:
     return out
 
 
+@dataclass
+class ServerLog:
+    """The replica side's request log and where it came from ("simulator", "fault proxy" or None)."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    source: str | None = None
+    files: list[Path] = field(default_factory=list)
+
+
+def server_log_for(env: Any) -> ServerLog:
+    """The simulators' request logs in the env's state dir, else its fault proxies', else an empty ServerLog."""
+    state = Path(env.state_dir)
+    for source, pattern in (("simulator", "*.requests.jsonl"), ("fault proxy", "*.proxy.jsonl")):
+        files = sorted(state.glob(pattern))
+        if files:
+            return ServerLog(read_server_log(*files), source, files)
+    return ServerLog()
+
+
+def attribute_replicas(records: Iterable[RequestRecord], log: ServerLog, pool_of: dict[str, str]) -> int:
+    """Fill `served_by` ("pool/replica") from a fault-proxy log where the client saw no pool header; returns
+    how many records were attributed. An attempt matches the line of its request id that arrived during it."""
+    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for line in log.rows:
+        if line.get("replica"):
+            by[str(line.get("request_id"))].append(line)
+    n = 0
+    for r in records:
+        if r.served_by or r.request_id not in by:
+            continue
+        hit = next((l for l in by[r.request_id]
+                    if r.t_send - 0.05 <= float(l.get("t_arrival") or 0) <= r.t_end + 0.05), None)
+        if hit is not None:
+            replica = str(hit["replica"])
+            r.served_by = f"{pool_of.get(replica, '?')}/{replica}"
+            n += 1
+    return n
+
+
 def _group(records: Iterable[RequestRecord]) -> dict[str, list[RequestRecord]]:
     by: dict[str, list[RequestRecord]] = defaultdict(list)
     for r in records:
@@ -44,16 +86,24 @@ def _group(records: Iterable[RequestRecord]) -> dict[str, list[RequestRecord]]:
     return by
 
 
-def accounting_verdict(records: Sequence[RequestRecord], server_log: Sequence[dict[str, Any]] | None = None, *,
+def accounting_verdict(records: Sequence[RequestRecord],
+                       server_log: "Sequence[dict[str, Any]] | ServerLog | None" = None, *,
                        wrong_model_max: float = 0.0, ignore_prefixes: Sequence[str] = ("probe-",),
                        strict_orphans: bool = False) -> Verdict:
     """Rows: one_outcome, outcome_matches, right_model, and with a server log: server_saw_success,
-    no_hidden_attempts, orphans, server_model."""
+    no_hidden_attempts, orphans, server_model. A ServerLog names its source in a `server_side` row;
+    an empty one makes the verdict "client-side only" instead of failing."""
     v = Verdict("request accounting")
     by = _group(records)
     _client_rows(v, by, wrong_model_max)
-    if server_log is not None:
-        _server_rows(v, by, server_log, ignore_prefixes, strict_orphans)
+    rows = server_log
+    if isinstance(server_log, ServerLog):
+        rows = server_log.rows if server_log.source else None
+        v.add("server_side", "replica-side log", server_log.source or "client-side only", None,
+              f"{len(server_log.rows)} lines from {', '.join(f.name for f in server_log.files)}" if server_log.source
+              else "no simulator or fault-proxy request log: the server-side rows are not judged")
+    if rows is not None:
+        _server_rows(v, by, rows, ignore_prefixes, strict_orphans)
     outcomes = Counter(r.outcome for rs in by.values() for r in rs if r.final)
     v.data = {"logical": len(by), "attempts": len(records), "outcomes": dict(outcomes)}
     return v

@@ -231,13 +231,14 @@ class Recorder:
                 await asyncio.sleep(0.002)
             _abort(request)
             raise asyncio.CancelledError()
-        # stream-cut: a 200 that starts well and stops without [DONE]
+        # stream-cut: a 200 that opens (vLLM's empty role chunk) and stops before its first token and
+        # without [DONE]; a cut after a token must not be retried, so it cannot test backoff
         resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
         if not a.stream:
             resp.content_length = 4096
             resp.content_type = "application/json"
         await resp.prepare(request)
-        await resp.write(b"data: " + json.dumps(_chunk(model, "par", None)).encode() + b"\n\n"
+        await resp.write(b"data: " + json.dumps(_chunk(model, "", None, role=True)).encode() + b"\n\n"
                          if a.stream else b'{"id": "chatcmpl-cut", "choices": [')
         await asyncio.sleep(0.02)
         _abort(request)

@@ -1,6 +1,7 @@
 """Breaker: the gateway's two-tier circuit breaker, judged black-box from the traffic itself.
 
-Faults go into the canary replicas (simulator faults); the load runs through the gateway. Each
+Faults go into the canary replicas: HTTP faults through the fault proxy in front of each canary
+(any backend), the memory leak inside the simulator's engine; the load runs through the gateway. Each
 scenario asserts the right tier and its timing: no trip below the thresholds (0.5 % errors,
 1.5 s latency), degrade at 1.5 % errors or 2.5 s latency, forced rollback at 4 % (until an
 operator reset), a trip on an OOM burst and on a leak trend, then half-open probing and recovery,
@@ -15,24 +16,26 @@ import pytest
 
 from chaos import faults
 from chaos.errors import SLOViolation
+from chaos.faults import http
 from chaos.observe.gateway import GatewayStateObserver
 from chaos.report import allure as rep
 from chaos.report.timeline import plot_breaker
-from chaos.targets import admin_token
 from chaos.verify.accounting import accounting_verdict
 from chaos.verify.breaker import analyze, verify_breaker
 from chaos.verify.verdict import Verdict
-from suites.conftest import fault_happened, gateway_admin, judge
+from suites.conftest import fault_proof, gateway_admin, judge
 
-# scenario: (simulator mode, params, expected tier, seconds to hold before scaling by nothing: real time)
+# scenario: (the fault on one canary, expected tier, seconds to hold: real time, not scaled)
 SCENARIOS = {
-    "errors-0.5pct": ("error-rate", {"fraction": 0.005, "status": 500}, "none", 20),
-    "errors-1.5pct": ("error-rate", {"fraction": 0.015, "status": 500}, "degrade", 20),
-    "errors-4pct": ("error-rate", {"fraction": 0.04, "status": 500}, "rollback", 25),
-    "latency-1.5s": ("stall", {"after_tokens": 1, "seconds": 1.5}, "none", 20),
-    "latency-2.5s": ("stall", {"after_tokens": 1, "seconds": 2.5}, "degrade", 20),
-    "oom-burst": ("oom-error", {"fraction": 0.006}, "anomaly", 20),
-    "leak-trend": ("leak", {"bytes_per_request": 3 * 1024 * 1024}, "anomaly", 30),
+    "errors-0.5pct": (lambda st, n: http.http_error(st.fault_proxy(n), 500, fraction=0.005), "none", 20),
+    "errors-1.5pct": (lambda st, n: http.http_error(st.fault_proxy(n), 500, fraction=0.015), "degrade", 20),
+    "errors-4pct": (lambda st, n: http.http_error(st.fault_proxy(n), 500, fraction=0.04), "rollback", 25),
+    "latency-1.5s": (lambda st, n: http.stream_stall(st.fault_proxy(n), after_tokens=1, seconds=1.5), "none", 20),
+    "latency-2.5s": (lambda st, n: http.stream_stall(st.fault_proxy(n), after_tokens=1, seconds=2.5), "degrade", 20),
+    "oom-burst": (lambda st, n: http.oom_error(st.fault_proxy(n), fraction=0.006), "anomaly", 20),
+    # a leak happens inside the engine: only the simulator can grow its own memory
+    "leak-trend": (lambda st, n: faults.sim_fault(st.direct_url(n), st.admin_token(), "leak",
+                                                  bytes_per_request=3 * 1024 * 1024), "anomaly", 30),
 }
 
 
@@ -82,7 +85,7 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
     stack = gateway
     env = stack.env
     policy = env.breaker
-    mode, params, expect, hold = SCENARIOS[name]
+    make, expect, hold = SCENARIOS[name]
     canaries = stack.targets_in("canary")
     if not canaries:
         pytest.skip(f"environment {env.name} has no canary pool")
@@ -96,8 +99,7 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
     with sc.phase("start load"):
         sc.start_load(duration_s=240.0, users=8)
     sc.steady_state(max(3.0, policy.window_s * 0.5))
-    fault = faults.AllOf([faults.sim_fault(stack.direct_url(n), admin_token(stack.run_id), mode, **params)
-                          for n in canaries])
+    fault = faults.AllOf([make(stack, n) for n in canaries])
     t0 = time.time()
     sc.inject(fault)
     sc.hold(hold)
@@ -129,7 +131,7 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
         time.sleep(policy.window_s * 0.5)
     records = sc.records = sc.load.stop().records
     sc.load = None
-    stage1 = fault_happened(dict(fault.evidence) if hasattr(fault, "evidence") else {})
+    stage1 = fault_proof(fault)
     verdicts: list = [accounting_verdict(records)]
     analysis = analyze(records, policy, baseline_until=t0)
     try:

@@ -94,7 +94,6 @@ def test_unicode_normalization_guards_the_tokenizer(stack, extra_gateway, summar
     """With the replicas' tokenizer-crash fault armed (the seed's emoji incident), NFKC at the gateway
     keeps every replica up; with normalization off the same corpus kills one, and the suite says so."""
     from chaos import faults
-    from chaos.targets import admin_token
 
     env = stack.env
     rep.labels(epic="Robustness", feature="Inputs", story=f"tokenizer crash, {'with' if normalize else 'without'} NFKC",
@@ -102,7 +101,7 @@ def test_unicode_normalization_guards_the_tokenizer(stack, extra_gateway, summar
     names = [t.name for t in env.targets if t.simulator is not None]
     if not names:
         pytest.skip("needs simulator replicas (the tokenizer-crash mode is a simulator fault)")
-    armed = faults.AllOf([faults.sim_fault(stack.direct_url(n), admin_token(stack.run_id), "tokenizer-crash")
+    armed = faults.AllOf([faults.sim_fault(stack.direct_url(n), stack.admin_token(), "tokenizer-crash")
                           for n in names])
     restarts = {n: stack.target(n).restart_count() for n in names}
     prompts = _emoji_prompts()

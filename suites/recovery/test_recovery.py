@@ -17,7 +17,7 @@ from chaos import faults
 from chaos.report import allure as rep
 from chaos.report.tables import latency_table
 from chaos.targets import admin_token
-from chaos.verify.accounting import accounting_verdict, read_server_log
+from chaos.verify.accounting import accounting_verdict
 from chaos.verify.recovery import recovery_verdict
 from suites.conftest import fault_happened, judge
 
@@ -38,7 +38,7 @@ def make_fault(kind: str, stack, name: str):
     if kind == "crash-sigkill":
         return faults.kill(t, signal.SIGKILL)
     if kind == "engine-death-exit0":
-        return faults.sim_fault(stack.direct_url(name), admin_token(stack.run_id), "engine-death")
+        return faults.sim_fault(stack.direct_url(name), stack.admin_token(), "engine-death")
     if kind == "nccl-rank-freeze":
         return faults.rank_freeze(t, rank=1)
     if kind == "nccl-rank-link-cut":
@@ -105,7 +105,7 @@ def run_recovery(stack, scenario, summary, kind: str | None, load: str) -> None:
     served = [r for r in records if (r.served_by or "").endswith(name)] or records
     rv = recovery_verdict((t_inject, t_end), sc.timeline, served, env.slas, restarts=restarts,
                           crash=kind in ("crash-sigkill", "gpu-driver-reset"), steady_window_s=sc.scaled(30))
-    av = accounting_verdict(records, read_server_log(*stack.request_logs()))
+    av = accounting_verdict(records, stack.server_log())
     rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
     summary.count("recovery", "scenarios")
     if rv.data.get("first_completion_s") is not None and kind is not None:
@@ -149,7 +149,8 @@ def _standby(stack, tmp_path, **changes):
     base = env.target(_hurt_target(stack))
     if base.kind != "process" or base.simulator is None:
         pytest.skip("the standby replica is built from a local simulator target")
-    cfg = base.model_copy(update={"name": "standby", "port": _free_port(), "serve_proxy": None, "rank_proxies": [],
+    cfg = base.model_copy(update={"name": "standby", "port": _free_port(), "serve_proxy": None, "fault_proxy": None,
+                                  "rank_proxies": [],
                                   "rank_ports": [_free_port() for _ in base.rank_ports], **changes})
     return cfg, make_target(cfg, run_id=stack.run_id, state_dir=tmp_path, env=env)
 
@@ -198,7 +199,7 @@ def test_on_failure_policy_is_caught(stack, summary, tmp_path) -> None:
         target.start()
         target.wait_healthy(env.slas.cold_start_s)
         with rep.phase("engine death (exit 0) on a replica with restart: on-failure"):
-            faults.sim_fault(url, admin_token(stack.run_id), "engine-death").inject()
+            faults.sim_fault(url, admin_token(tmp_path), "engine-death").inject()
         with pytest.raises(AssertionError) as caught:
             with rep.phase("expect: it never comes back, and the verdict says why"):
                 check_restart_policy(target, cfg, wait_s=min(env.slas.recovery_s, 10.0))

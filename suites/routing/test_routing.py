@@ -6,7 +6,6 @@ ever appears in anything the harness writes."""
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import time
 import urllib.error
@@ -15,12 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from chaos import faults
 from chaos.errors import SLOViolation
+from chaos.faults import http
+from chaos.faults.gateway import misroute
 from chaos.report import allure as rep
 from chaos.resilience import signing
 from chaos.verify.accounting import accounting_verdict
+from chaos.verify.secrets import env_secrets, scan, token_files
 from chaos.verify.verdict import Verdict
-from suites.conftest import gateway_admin, judge
+from suites.conftest import fault_proof, judge
 
 CHAT = "/v1/chat/completions"
 
@@ -76,16 +79,11 @@ def test_misrouting_is_detected_with_its_share(stack, scenario, summary) -> None
     rep.labels(epic="Traffic switching", feature="Routing", story="misrouting fault", suite="routing")
     sc = scenario("routing-misroute")
     injected = 0.05
-    with sc.phase("inject misrouting: canary weight 0, 5 % of requests to the wrong pool"):
-        gateway_admin(stack, "POST", "/admin/config", {"canary_weight": 0.0, "misroute_fraction": injected})
-    try:
-        with sc.phase("load"):
-            sc.start_load(duration_s=max(8.0, sc.scaled(80)), users=8)
-            records = sc.finish_load()
-    finally:
-        with sc.phase("revert"):
-            gateway_admin(stack, "POST", "/admin/config", {"canary_weight": env.breaker.canary_weight,
-                                                    "misroute_fraction": 0.0})
+    sc.inject(misroute(env, injected))
+    with sc.phase("load while 5 % of requests go to the wrong pool"):
+        sc.start_load(duration_s=max(8.0, sc.scaled(80)), users=8)
+        records = sc.finish_load()
+    sc.revert()
     served = [r for r in records if r.served_by]
     wrong = [r for r in served if r.served_by.split("/", 1)[0] == "canary"]
     share = len(wrong) / len(served) if served else 0.0
@@ -96,7 +94,34 @@ def test_misrouting_is_detected_with_its_share(stack, scenario, summary) -> None
     rep.attach_text(str(caught.value), "the misrouting verdict (expected to fail)")
     summary.add("routing", misroute_detected=f"{share:.1%}")
     assert abs(share - injected) <= 0.025, f"detected share {share:.2%} is far from the injected {injected:.0%}"
-    judge("no request lost while misrouted", [accounting_verdict(records)])
+    judge("no request lost while misrouted", [accounting_verdict(records, stack.server_log())])
+
+
+def test_answers_from_another_model_are_detected(stack, scenario, summary) -> None:
+    """Negative control at the replicas: their fault proxies make 5 % of answers claim another model;
+    the accounting's right_model check must catch that share, whatever the gateway does."""
+    env = stack.env
+    names = [t.name for t in env.targets if t.fault_proxy]
+    if not names:
+        pytest.skip(f"environment {env.name} has no fault proxies in front of its replicas")
+    rep.labels(epic="Traffic switching", feature="Routing", story="answers from another model", suite="routing")
+    sc = scenario("routing-wrong-model")
+    injected = 0.05
+    fault = faults.AllOf([http.rewrite_model(stack.fault_proxy(n), "another-model", fraction=injected) for n in names])
+    sc.inject(fault)
+    with sc.phase("load while 5 % of each replica's answers name another model"):
+        sc.start_load(duration_s=max(8.0, sc.scaled(60)), users=8, retry_policy=None)
+        records = sc.finish_load()
+    sc.revert()
+    judge("the fault really happened", [fault_proof(fault)])
+    acc = accounting_verdict(records, stack.server_log())
+    row = acc.row("right_model")
+    with pytest.raises(SLOViolation) as caught:
+        acc.assert_ok()
+    rep.attach_text(str(caught.value), "the accounting verdict (expected to fail on right_model)")
+    assert not row.ok and "another-model" in row.detail, row
+    assert abs(row.measured - injected) <= 0.025, f"detected share {row.measured:.2%} is far from {injected:.0%}"
+    summary.add("routing", wrong_model_detected=f"{row.measured:.1%}")
 
 
 @pytest.fixture
@@ -132,24 +157,15 @@ def test_signing_enforced(signed_gateway, stack, summary) -> None:
 
 
 def test_secrets_never_written(signed_gateway, stack, request, summary) -> None:
-    """Search everything the harness wrote (state dir, logs, Allure results, records) for the secrets."""
+    """Search everything the harness wrote (state dir, logs, Allure results, records) for every secret the
+    environment holds: gateway and replica admin tokens, fault-proxy tokens, API and HMAC keys."""
     _, key, token, log = signed_gateway
     rep.labels(epic="Traffic switching", feature="Request signing", story="secrets stay secret", suite="routing")
-    secrets_ = [key.decode(), token] + [s for s in (stack.env.gateway.admin_token if stack.env.gateway else None,
-                                                    stack.env.endpoints.api_key) if s]
+    held = {"extra gateway hmac key": key.decode(), "extra gateway admin token": token, **env_secrets(stack.env)}
     roots = [Path(stack.env.state_dir), log.parent, Path(str(request.config._tmp_path_factory.getbasetemp()))]
     alluredir = request.config.getoption("allure_report_dir", default=None)
     if alluredir:
         roots.append(Path(alluredir))
-    hits, scanned = [], 0
-    for root in roots:
-        for f in (root.rglob("*") if root.exists() else []):
-            if f.is_file() and f.stat().st_size < 50_000_000:
-                data = f.read_bytes()
-                scanned += 1
-                hits += [f"{f} contains secret #{i}" for i, s in enumerate(secrets_) if s.encode() in data]
-    v = Verdict("no secret in any file the harness wrote")
-    v.add("files_scanned", ">= 1", scanned, scanned > 0)
-    v.add("files_with_secrets", 0, len(hits), not hits, "; ".join(hits[:5]))
-    summary.add("routing", secret_leaks=len(hits))
-    judge("secrets", [v])
+    found = scan(roots, held, exclude=token_files(stack.env))
+    summary.add("routing", secret_leaks=len(found.hits), secrets_checked=len(held))
+    judge("secrets", [found.verdict()])

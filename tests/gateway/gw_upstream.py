@@ -7,14 +7,16 @@ from contextlib import asynccontextmanager
 
 from aiohttp import web
 
-CHUNKS = [b'data: {"choices":[{"index":0,"delta":{"content":"he"}}]}\n\n',
-          b'data: {"choices":[{"index":0,"delta":{"content":"llo"}}]}\n\n',
+CHUNKS = [b'data: {"choices":[{"index":0,"delta":{"content":"he"},"finish_reason":null}]}\n\n',
+          b'data: {"choices":[{"index":0,"delta":{"content":"llo"},"finish_reason":"stop"}]}\n\n',
           b"data: [DONE]\n\n"]
+NO_FINISH = b'data: {"choices":[{"index":0,"delta":{"content":"llo"},"finish_reason":null}]}\n\n'
+USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}\n\n'
 OOM_MSG = "CUDA out of memory. Tried to allocate 2.00 GiB"
 
 
 class Upstream:
-    """Modes: ok, http500, oom500, oom_chunk, cut, slow. Keeps what it received."""
+    """Modes: ok, http500, oom500, oom_chunk, cut, no_finish, duplicate, slow. Keeps what it received."""
 
     def __init__(self, name: str, mode: str = "ok") -> None:
         self.name, self.mode = name, mode
@@ -42,6 +44,12 @@ class Upstream:
                 return resp
             if self.mode == "oom_chunk" and i == 1:
                 c = b"data: " + json.dumps({"error": {"message": OOM_MSG, "code": 500}}).encode() + b"\n\n"
+            if self.mode == "no_finish" and i == 1:
+                c = NO_FINISH
+            if self.mode == "duplicate" and i == 0:
+                await resp.write(c)
+            if i == 2:
+                await resp.write(USAGE)
             await resp.write(c)
         await resp.write_eof()
         return resp
@@ -71,3 +79,4 @@ async def upstream(name: str, mode: str = "ok"):
         yield up, f"http://{host}:{port}"
     finally:
         await runner.cleanup()
+STREAM_BODY = CHUNKS[0] + CHUNKS[1] + USAGE + CHUNKS[2]  # what an ok stream sends

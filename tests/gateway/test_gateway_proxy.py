@@ -4,11 +4,12 @@ import json
 import logging
 
 import aiohttp
+import pytest
 
 from chaos.env.model import BreakerPolicy
 from chaos.resilience.signing import sign
 from chaos.stack.gateway import GatewaySettings, Replica, serve
-from gw_upstream import CHUNKS, upstream
+from gw_upstream import STREAM_BODY, upstream
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "\uff28i \u2460"}], "stream": True}
 TOKEN = "admin-token-for-tests"
@@ -41,7 +42,7 @@ def test_streaming_pass_through_headers_and_normalization():
         async with upstream("a") as (up, url), serve(settings([Replica("a", url)])) as gw:
             async with aiohttp.ClientSession() as s:
                 status, hdr, body = await post(s, gw, headers={"x-request-id": "rid-1"})
-                assert status == 200 and body == b"".join(CHUNKS)
+                assert status == 200 and body == STREAM_BODY
                 assert hdr["Cache-Control"] == "no-store" and hdr["x-served-by"] == "stable/a"
                 assert hdr["x-request-id"] == "rid-1" and hdr["Content-Type"].startswith("text/event-stream")
                 assert up.received[0]["headers"]["x-request-id"] == "rid-1"
@@ -117,6 +118,24 @@ def test_error_chunk_in_stream_counts_as_oom_failure():
     asyncio.run(go())
 
 
+@pytest.mark.parametrize("mode", ["ok", "no_finish", "duplicate", "cut"])
+def test_a_stream_counts_as_a_failure_unless_it_is_a_whole_answer(mode):
+    async def go():
+        async with upstream("s", mode) as (_, su):
+            async with serve(settings([Replica("s", su)], policy=policy(min_calls=100))) as gw, \
+                    aiohttp.ClientSession() as s:
+                for _ in range(2):
+                    try:
+                        await post(s, gw)
+                    except aiohttp.ClientPayloadError:
+                        assert mode == "cut"  # the client must see the cut too
+                _, state = await admin(s, gw, "/admin/state")
+                window = state["pools"]["stable"]["window"]
+                assert window["calls"] == 2
+                assert window["failures"] == (0 if mode == "ok" else 2), (mode, window)
+    asyncio.run(go())
+
+
 def test_admin_api_needs_the_token_and_resets_a_rollback():
     async def go():
         async with upstream("s") as (_, su), upstream("c") as (_, cu):
@@ -158,7 +177,7 @@ def test_hmac_rejects_unsigned_tampered_expired_replayed(caplog):
                         assert r.status == 401, name
                         assert r.headers["Cache-Control"] == "no-store"
                 async with s.post(gw + path, data=body, headers={**hdrs, **good}) as r:
-                    assert r.status == 200 and await r.read() == b"".join(CHUNKS)
+                    assert r.status == 200 and await r.read() == STREAM_BODY
                 async with s.post(gw + path, data=body, headers={**hdrs, **good}) as r:
                     assert r.status == 401 and b"replayed" in await r.read()
                 assert len(up.received) == 1

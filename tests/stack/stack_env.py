@@ -39,17 +39,18 @@ def free_ports(n: int) -> list[int]:
 
 def _layout(kind: str, ports: list[int], suffix: str) -> dict[str, Any]:
     """The toxiproxy/gateway/targets sections: replica-a (stable) and replica-c (canary), TP 2 each."""
-    api, client, gw, a, c, pa, pc, ra, rc, pra, prc = ports
+    api, client, gw, a, c, pa, pc, ra, rc, pra, prc, fa, fc = ports
     loc = lambda p: f"127.0.0.1:{p}"  # noqa: E731
     proxies = [{"name": "client", "listen": loc(client), "upstream": loc(gw)},
-               {"name": "replica-a", "listen": loc(pa), "upstream": loc(a)},
-               {"name": "replica-c", "listen": loc(pc), "upstream": loc(c)},
+               {"name": "replica-a", "listen": loc(pa), "upstream": loc(fa)},
+               {"name": "replica-c", "listen": loc(pc), "upstream": loc(fc)},
                {"name": "replica-a-rank1", "listen": loc(pra), "upstream": loc(ra)},
                {"name": "replica-c-rank1", "listen": loc(prc), "upstream": loc(rc)}]
     targets = []
     for name, port, rank, pool in (("replica-a", a, ra, "stable"), ("replica-c", c, rc, "canary")):
         t: dict[str, Any] = {"name": name, "kind": kind, "port": port, "pool": pool, "tp_size": 2,
                              "rank_ports": [rank], "serve_proxy": name, "rank_proxies": [f"{name}-rank1"],
+                             "fault_proxy": name,
                              "restart_policy": "always",
                              "simulator": {"profile": "instant", "collective_timeout_s": 3}}
         if kind == "docker":
@@ -59,6 +60,8 @@ def _layout(kind: str, ports: list[int], suffix: str) -> dict[str, Any]:
     return {"endpoints": {"api": f"http://{loc(client)}", "gateway_admin": f"http://{loc(gw)}", "model": "sim-model"},
             "gateway": {"listen": loc(gw), "admin_token": "test-admin"},
             "toxiproxy": {"api": f"http://{loc(api)}", "proxies": proxies},
+            "fault_proxies": [{"name": "replica-a", "listen": loc(fa), "upstream": f"http://{loc(a)}"},
+                              {"name": "replica-c", "listen": loc(fc), "upstream": f"http://{loc(c)}"}],
             "targets": targets}
 
 
@@ -66,7 +69,7 @@ def write_env(tmp_path: Path, *, docker: bool = False) -> Path:
     """Write a copy of environments/local(-docker).yaml with free ports and a state dir under tmp_path."""
     base = yaml.safe_load((REPO / "environments" / ("local-docker.yaml" if docker else "local.yaml")).read_text())
     suffix = uuid.uuid4().hex[:8]
-    base.update(_layout("docker" if docker else "process", free_ports(11), suffix))
+    base.update(_layout("docker" if docker else "process", free_ports(13), suffix))
     base["name"] = f"stacktest-{suffix}"
     base["embedded"] = "docker" if docker else "process"
     base["state_dir"] = str(tmp_path / "state")
@@ -81,6 +84,7 @@ def env_ports(env: Any) -> set[int]:
     ports = {int(p.listen.rsplit(":", 1)[1]) for p in env.toxiproxy.proxies}
     ports.add(int(env.toxiproxy.api.rsplit(":", 1)[1]))
     ports.add(int(env.gateway.listen.rsplit(":", 1)[1]))
+    ports.update(int(p.listen.rsplit(":", 1)[1]) for p in env.fault_proxies)
     for t in env.targets:
         ports.add(t.port)
         ports.update(t.rank_ports)

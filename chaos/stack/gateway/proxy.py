@@ -2,8 +2,8 @@
 
 Every response carries `Cache-Control: no-store`, `x-served-by: <pool>/<replica>` and the
 request's `x-request-id` (the client's, else a new one). What the breaker counts as a failure:
-no response (connect error, disconnect), a 5xx or 429, an error chunk inside a 200 stream
-(`data: {"error": ...}`) or a stream the upstream cut. An error is an OOM when its text says so
+no response (connect error, disconnect), a 5xx or 429, or a 200 stream that is not a whole
+answer (streamcheck: an error chunk, a cut, `[DONE]` with no finish_reason, duplicated chunks). An error is an OOM when its text says so
 (vLLM: "CUDA out of memory"; see policy.is_oom). Retry rule: a connection error before any
 byte came back is retried ONCE on another replica of the same pool; the failed attempt is still
 counted in the pool's window so the breaker sees it.
@@ -25,6 +25,7 @@ from multidict import CIMultiDict
 from chaos.resilience.signing import NonceCache, SignatureError, verify
 from chaos.stack.gateway.normalize import normalize_body
 from chaos.stack.gateway.policy import POOLS, STABLE, GatewayPolicy, is_oom
+from chaos.stack.gateway.streamcheck import StreamCheck
 
 log = logging.getLogger("chaos.gateway")
 
@@ -149,14 +150,10 @@ class Proxy:
             return web.Response(status=up.status, body=data, headers=headers)
         resp = web.StreamResponse(status=up.status, headers=headers)
         await resp.prepare(request)
-        tail, error_chunk, oom = b"", False, False
+        check = StreamCheck()
         try:
             async for chunk in up.content.iter_any():
-                seen = tail + chunk
-                if error_chunk or b'{"error"' in seen:
-                    error_chunk = True
-                    oom = oom or is_oom(seen)
-                tail = seen[-64:]
+                check.feed(chunk)
                 try:
                     await resp.write(chunk)
                 except ConnectionResetError:
@@ -167,6 +164,10 @@ class Proxy:
             if request.transport is not None:
                 request.transport.close()  # the client must see a cut, not a clean end
             return resp
-        self._account(pool, replica, not (failed_status or error_chunk), t0, permit, oom=oom)
+        bad = check.failure() if up.status == 200 else None
+        if bad:
+            log.warning("upstream %s/%s stream failed: %s", pool, replica.name, bad)
+        self._account(pool, replica, not (failed_status or bad), t0, permit,
+                      oom=check.error_chunk and is_oom(check.oom_text))
         await resp.write_eof()
         return resp

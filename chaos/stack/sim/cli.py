@@ -5,6 +5,7 @@ import argparse
 import asyncio
 import logging
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 from chaos.errors import ConfigError
@@ -64,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--time-scale", type=float, default=1.0)
     a("--seed", type=int, default=0)
     a("--request-log", default=None)
-    a("--admin-token", default=None)
+    a("--admin-token", default=None, help="admin token (visible in ps: prefer --admin-token-file)")
+    a("--admin-token-file", default=None, help="file whose first line is the admin token")
     a("--api-key", default=None)
     a("--collective-timeout", type=float, default=300.0)
     a("--tp-ports", type=_ports, default=[])
@@ -74,6 +76,15 @@ def build_parser() -> argparse.ArgumentParser:
     a("--death-exit-delay", type=float, default=2.0, help=argparse.SUPPRESS)
     a("--stats-interval", type=float, default=10.0, help=argparse.SUPPRESS)
     return ap
+
+
+def _admin_token(ns: argparse.Namespace) -> str | None:
+    if ns.admin_token_file:
+        try:
+            return Path(ns.admin_token_file).read_text(encoding="utf-8").split()[0]
+        except (OSError, IndexError):
+            raise ConfigError(f"--admin-token-file {ns.admin_token_file}: cannot read a token from it") from None
+    return ns.admin_token
 
 
 def parse_config(argv: list[str] | None) -> SimConfig:
@@ -89,7 +100,7 @@ def parse_config(argv: list[str] | None) -> SimConfig:
         num_gpu_blocks=blocks, max_model_len=ns.max_model_len,
         tensor_parallel_size=ns.tensor_parallel_size, startup_delay=ns.startup_delay,
         time_scale=ns.time_scale, seed=ns.seed, request_log=ns.request_log,
-        admin_token=ns.admin_token, api_key=ns.api_key, collective_timeout=ns.collective_timeout,
+        admin_token=_admin_token(ns), api_key=ns.api_key, collective_timeout=ns.collective_timeout,
         tp_ports=ns.tp_ports, tp_connect=ns.tp_connect, faults=ns.fault,
         enable_prefix_caching=not ns.no_enable_prefix_caching,
         death_exit_delay=ns.death_exit_delay, stats_interval=ns.stats_interval)

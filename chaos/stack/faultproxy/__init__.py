@@ -1,0 +1,144 @@
+"""The HTTP/SSE fault proxy: a Go program in this directory (docs/faultproxy.md), and its Python controller.
+
+`find_binary()` finds `chaos-faultproxy` (building it with Go from these sources when needed);
+`FaultProxyServer` runs one in front of one replica and always stops what it started.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import IO, Any, Callable
+
+from chaos.errors import StackError
+from chaos.faults.proxy_admin import FaultProxyAdmin
+from chaos.faults.tokens import TokenRef
+
+SRC = Path(__file__).resolve().parent
+REPO = SRC.parents[2]
+BINARY = "chaos-faultproxy"
+
+
+def _stale(binary: Path) -> bool:
+    built = binary.stat().st_mtime
+    return any(p.stat().st_mtime > built for p in [*SRC.glob("*.go"), SRC / "go.mod"] if p.exists())
+
+
+def find_binary(*, build: bool = True) -> str:
+    """chaos-faultproxy from $CHAOS_FAULTPROXY_BIN, <repo>/.tools/bin (rebuilt when its sources changed) or $PATH."""
+    explicit = os.environ.get("CHAOS_FAULTPROXY_BIN")
+    if explicit:
+        if os.path.isfile(explicit) and os.access(explicit, os.X_OK):
+            return explicit
+        raise StackError(f"$CHAOS_FAULTPROXY_BIN={explicit} is not an executable file")
+    local = REPO / ".tools" / "bin" / BINARY
+    sources = (SRC / "go.mod").exists()
+    if local.exists() and not (sources and _stale(local)):
+        return str(local)
+    if sources and build and shutil.which("go"):
+        return build_binary(local)
+    if local.exists():
+        return str(local)
+    on_path = shutil.which(BINARY)
+    if on_path:
+        return on_path
+    raise StackError(f"{BINARY} not found: run `make setup` (needs Go), put it on $PATH, or set CHAOS_FAULTPROXY_BIN")
+
+
+def build_binary(out: Path) -> str:
+    """`go build` the proxy into `out`; StackError with Go's first error line on failure."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + f".{os.getpid()}.tmp")
+    proc = subprocess.run(["go", "build", "-trimpath", "-o", str(tmp), "."], cwd=SRC, capture_output=True, text=True,
+                          env={**os.environ, "CGO_ENABLED": "0"}, timeout=300)
+    if proc.returncode != 0:
+        first = (proc.stderr.strip().splitlines() or ["(no output)"])[0]
+        raise StackError(f"building {BINARY} failed: {first}")
+    os.replace(tmp, out)  # atomic: a concurrent build never leaves a half-written binary in place
+    return str(out)
+
+
+class FaultProxyServer:
+    """One chaos-faultproxy process in front of one upstream; a context manager."""
+
+    def __init__(self, name: str, listen: str, upstream: str, token: TokenRef, *, request_log: str | None = None,
+                 log_path: str | os.PathLike[str] | None = None, binary: str | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        if not token.file and not token.env:
+            raise StackError(f"fault proxy {name}: the token must come from a file or an environment variable")
+        self.name, self.listen, self.upstream, self.token = name, listen, upstream, token
+        self.request_log, self.binary = request_log, binary
+        self.log_path = Path(log_path) if log_path else None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self._sleep = sleep
+
+    @classmethod
+    def for_config(cls, cfg: Any, token: TokenRef, state_dir: str | os.PathLike[str]) -> "FaultProxyServer":
+        d = Path(state_dir).resolve()
+        return cls(cfg.name, cfg.listen, cfg.upstream, token, request_log=str(d / f"{cfg.name}.proxy.jsonl"),
+                   log_path=d / f"{cfg.name}.faultproxy.log")
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.listen}"
+
+    def admin(self) -> FaultProxyAdmin:
+        return FaultProxyAdmin(self.url, self.token, name=self.name)
+
+    def command(self) -> list[str]:
+        cmd = [self.binary or find_binary(), "--listen", self.listen, "--upstream", self.upstream, "--name", self.name]
+        if self.token.file:
+            cmd += ["--token-file", self.token.file]
+        if self.request_log:
+            cmd += ["--request-log", self.request_log]
+        return cmd
+
+    def start(self, timeout: float = 10.0) -> "FaultProxyServer":
+        """Start the proxy and wait until /_chaos/health answers."""
+        admin = self.admin()
+        if admin.ping():
+            raise StackError(f"something already answers on {self.url}; not starting fault proxy {self.name}")
+        env = dict(os.environ)
+        if self.token.env:
+            env["CHAOS_PROXY_TOKEN"] = self.token.value()
+        if self.log_path:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._log = open(self.log_path, "ab")  # noqa: SIM115
+        self.proc = subprocess.Popen(self.command(), stdout=self._log or subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                     env=env, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                code = self.proc.returncode
+                self.stop()
+                raise StackError(f"fault proxy {self.name} exited with {code} at start on {self.url}"
+                                 + (f"; see {self.log_path}" if self.log_path else ""))
+            if admin.ping():
+                return self
+            self._sleep(0.05)
+        self.stop()
+        raise StackError(f"fault proxy {self.name} on {self.url} did not answer within {timeout:g}s")
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """SIGTERM, then SIGKILL."""
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout)
+        if self._log:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> "FaultProxyServer":
+        return self.start() if self.proc is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

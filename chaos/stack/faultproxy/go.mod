@@ -1,0 +1,3 @@
+module llmchaos/faultproxy
+
+go 1.22

@@ -1,0 +1,65 @@
+"""What the gateway counts as a failed stream, read from the bytes it relays (no JSON parse per chunk).
+
+A 200 stream failed when it carried an error chunk, ended without `[DONE]`, reached `[DONE]` with
+no finish_reason, or sent more content events than its usage chunk counts (duplicated chunks).
+"""
+from __future__ import annotations
+
+import re
+
+_CONTENT = re.compile(rb'"(?:text|content)": ?"[^"]')
+_FINISHED = re.compile(rb'"finish_reason": ?"')
+_USAGE = re.compile(rb'"completion_tokens": ?(\d+)')
+_TAIL = 128
+
+
+class StreamCheck:
+    """Fed the relayed chunks in order; `failure()` names what was wrong with the stream, or None."""
+
+    __slots__ = ("_buf", "error_chunk", "oom_text", "done", "finished", "events", "usage_out")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self.error_chunk = False
+        self.oom_text = b""
+        self.done = self.finished = False
+        self.events = 0
+        self.usage_out: int | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        buf = self._buf + (chunk.replace(b"\r\n", b"\n") if b"\r" in chunk else chunk)
+        *events, self._buf = buf.split(b"\n\n")
+        for ev in events:
+            self._event(ev.strip())
+        if len(self._buf) > 1 << 20:  # a runaway event without a separator: judge what we have
+            self._event(self._buf[:_TAIL])
+            self._buf = b""
+
+    def _event(self, ev: bytes) -> None:
+        if not ev.startswith(b"data:"):
+            return
+        data = ev[5:].strip()
+        if data == b"[DONE]":
+            self.done = True
+        elif data.startswith(b'{"error"') or b'"error":{' in data[:40] or b'"error": {' in data[:40]:
+            self.error_chunk = True
+            self.oom_text += data[:400]
+        else:
+            if _CONTENT.search(data):
+                self.events += 1
+            if _FINISHED.search(data):
+                self.finished = True
+            m = _USAGE.search(data) if b'"usage"' in data else None
+            if m:
+                self.usage_out = int(m.group(1))
+
+    def failure(self) -> str | None:
+        if self.error_chunk:
+            return "error chunk"
+        if not self.done:
+            return "ended without [DONE]"
+        if not self.finished:
+            return "[DONE] without a finish_reason"
+        if self.usage_out is not None and self.events > self.usage_out:
+            return f"{self.events} content events for {self.usage_out} tokens (duplicated chunks)"
+        return None
