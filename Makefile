@@ -12,7 +12,7 @@ REPORT ?= reports/allure-report
 PYTEST_ARGS ?=
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 
-.PHONY: setup venv tools toxiproxy allure image test gameday report bench clean cleanup
+.PHONY: setup venv tools toxiproxy faultproxy allure image test gameday report bench clean cleanup
 
 setup: venv tools
 
@@ -23,10 +23,14 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	@touch $@
 
-tools: toxiproxy allure
+tools: toxiproxy faultproxy allure
 
 toxiproxy:
 	@scripts/install-toxiproxy.sh
+
+# the HTTP/SSE fault proxy (Go, standard library only), rebuilt when its sources change
+faultproxy:
+	@scripts/build-faultproxy.sh
 
 allure: .tools/allure/.installed
 .tools/allure/.installed:

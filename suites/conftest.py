@@ -36,10 +36,19 @@ def fault_happened(evidence: dict[str, Any], **expect: Any) -> Verdict:
     return v
 
 
-def fault_proof(fault: Any) -> Verdict:
-    """Stage 1 from each part of a (possibly combined) fault: a proxy rule must have hit requests."""
+def fault_proof(fault: Any, *, together: bool = False) -> Verdict:
+    """Stage 1 from each part of a (possibly combined) fault: a proxy rule must have hit requests.
+
+    together=True: the same rule on every replica, where the gateway decides which replicas get
+    traffic, so the rules must have hit requests between them (each one is still listed)."""
     v = Verdict("fault took effect")
-    for f in getattr(fault, "faults", None) or [fault]:
+    parts = getattr(fault, "faults", None) or [fault]
+    if together:
+        hits = sum(int(getattr(f, "evidence", {}).get("hits", 0)) for f in parts)
+        v.add("hits, all proxies", ">= 1", hits, hits >= 1,
+              ", ".join(f"{f.evidence.get('proxy')}: {f.evidence.get('hits', 0)}" for f in parts))
+        return v
+    for f in parts:
         ev = dict(getattr(f, "evidence", {}) or {})
         where = ev.get("proxy") or f.params().get("admin_url") or ""
         if "hits" in ev:

@@ -15,6 +15,8 @@ fault_app = typer.Typer(help="Inject faults by hand and inspect the fault ledger
 NETWORK = ("latency", "jitter", "timeout", "reset-peer", "bandwidth", "slicer", "limit-data", "slow-close", "down",
            "rank-link-cut")
 TARGET = ("restart", "kill", "pause", "stop", "rank-freeze")
+HTTP = ("http-error", "oom-error", "slow-headers", "slow-first-token", "stream-stall", "stream-cut", "error-chunk",
+        "malformed-chunk", "duplicate-chunk", "rewrite-model", "header-fault", "hang")
 
 
 def _params(items: list[str]) -> dict[str, Any]:
@@ -30,12 +32,34 @@ def _params(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def _http_fault(env: Any, kind: str, target: str | None, proxy: str | None, params: dict[str, Any]) -> Any:
+    from chaos.faults import http
+    from chaos.faults.proxy_admin import admins_for
+
+    admins = admins_for(env)
+    if not admins:
+        raise ConfigError(f"environment {env.name!r} declares no fault_proxies; start one with `chaos proxy` and list it")
+    name = proxy or (env.target(target).fault_proxy if target else None)
+    if not name:
+        raise ConfigError(f"fault {kind} needs --proxy (fault proxies: {', '.join(admins)}) or --target")
+    if name not in admins:
+        raise ConfigError(f"--proxy {name!r}: environment {env.name!r} has no fault proxy of that name "
+                          f"(fault proxies: {', '.join(admins)})")
+    fn = getattr(http, kind.replace("-", "_"))
+    try:
+        return fn(admins[name], **params)
+    except TypeError as e:
+        raise ConfigError(f"fault {kind}: bad --param: {e}") from None
+
+
 def build_fault(env: Any, kind: str, *, target: str | None, proxy: str | None, params: dict[str, Any],
                 run_id: str = "cli") -> Any:
     """Build a fault from the CLI's words; ConfigError on anything unknown."""
     from chaos import faults
     from chaos.targets import make_target
 
+    if kind in HTTP:
+        return _http_fault(env, kind, target, proxy, params)
     if kind in NETWORK:
         if env.toxiproxy is None:
             raise ConfigError(f"environment {env.name!r} has no toxiproxy section")
@@ -55,7 +79,7 @@ def build_fault(env: Any, kind: str, *, target: str | None, proxy: str | None, p
         if "signal" in params:
             params["sig"] = getattr(_signal, str(params.pop("signal")).upper())
         return getattr(faults, kind.replace("-", "_"))(t, **params)
-    raise ConfigError(f"unknown fault {kind!r}; known: {', '.join(NETWORK + TARGET)}")
+    raise ConfigError(f"unknown fault {kind!r}; known: {', '.join(NETWORK + TARGET + HTTP)}")
 
 
 def register(app: typer.Typer) -> None:
@@ -74,9 +98,9 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"chaos: cleanup: {len(done)} action(s)")
 
     @fault_app.command("inject")
-    def inject(kind: str = typer.Argument(..., help=f"one of: {', '.join(NETWORK + TARGET)}"),
+    def inject(kind: str = typer.Argument(..., help=f"one of: {', '.join(NETWORK + TARGET + HTTP)}"),
                env: str = typer.Option("local", "--env"), target: Optional[str] = typer.Option(None, "--target"),
-               proxy: Optional[str] = typer.Option(None, "--proxy"),
+               proxy: Optional[str] = typer.Option(None, "--proxy", help="toxiproxy proxy, or fault proxy for HTTP kinds"),
                param: list[str] = typer.Option([], "--param", help="KEY=VALUE, repeatable (e.g. latency=500)"),
                duration: float = typer.Option(10.0, "--duration", help="seconds to hold the fault"),
                seed: Optional[int] = typer.Option(None, "--seed"),

@@ -34,3 +34,24 @@ class GatewayStateObserver(PollingObserver):
 
     def close(self) -> None:
         self.http.close()
+
+
+def gateway_failures(base_url: str, *, metric: str = "chaos_gateway_requests_total", timeout_s: float = 2.0) -> float | None:
+    """The gateway's count of failed requests (`metric{outcome="error"}` summed), None when it has none."""
+    import urllib.error
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        with urllib.request.urlopen(f"{base_url.rstrip('/')}/metrics", timeout=timeout_s) as r:
+            text = r.read().decode("utf-8", "replace")
+    except (urllib.error.URLError, OSError):
+        return None
+    total, found = 0.0, False
+    for fam in text_string_to_metric_families(text):
+        for smp in fam.samples:
+            if smp.name == metric:
+                found = True
+                total += smp.value if smp.labels.get("outcome") == "error" else 0.0
+    return total if found else None

@@ -49,10 +49,14 @@ class ServerLog:
     files: list[Path] = field(default_factory=list)
 
 
-def server_log_for(env: Any) -> ServerLog:
-    """The simulators' request logs in the env's state dir, else its fault proxies', else an empty ServerLog."""
+LOG_PATTERNS = {"simulator": "*.requests.jsonl", "fault proxy": "*.proxy.jsonl"}
+
+
+def server_log_for(env: Any, sources: Sequence[str] = ("simulator", "fault proxy")) -> ServerLog:
+    """The first of `sources` with request logs in the env's state dir (simulators first: they see what the
+    engine did; the fault proxies see what reached the client), else an empty ServerLog."""
     state = Path(env.state_dir)
-    for source, pattern in (("simulator", "*.requests.jsonl"), ("fault proxy", "*.proxy.jsonl")):
+    for source, pattern in ((s, LOG_PATTERNS[s]) for s in sources):
         files = sorted(state.glob(pattern))
         if files:
             return ServerLog(read_server_log(*files), source, files)

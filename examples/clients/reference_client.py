@@ -2,17 +2,20 @@
 """A good client: one chat request through the harness's reference resilient client.
 
 Usage: reference_client.py BASE_URL [--env NAME|PATH] [--timeout S] [--stream]
-Exit 0 when the request succeeded, 1 when it failed or was rejected.
+Exit 0 when the request succeeded, 1 when it failed or was rejected. With CHAOS_STREAM=1 (the
+streams suite) it streams and prints only the answer text on stdout, its status on stderr.
 Check it: chaos backoff-check --client-cmd '.venv/bin/python examples/clients/reference_client.py {base_url}'
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from chaos.env import RetryPolicy, load
 from chaos.errors import ChaosError
 from chaos.resilience.client import ResilientClient
+from chaos.verify.streams import MAX_TOKENS, PROMPT  # the streams suite asks the same, for its truth
 
 
 def main() -> int:
@@ -27,11 +30,18 @@ def main() -> int:
         policy = env.retry if env else RetryPolicy()
         client = ResilientClient(args.base_url, policy, model=env.endpoints.model if env else "sim-model",
                                  timeout_s=args.timeout)
-        result = client.chat("Say hello.", stream=args.stream)
+        streams_check = os.environ.get("CHAOS_STREAM") == "1"
+        result = client.chat(PROMPT, stream=args.stream or streams_check, max_tokens=MAX_TOKENS,
+                             temperature=0)
     except ChaosError as e:
         print(f"reference_client: error: {e}", file=sys.stderr)
         return 2
-    print(f"{result.outcome} after {result.attempts} attempt(s): status {result.status}")
+    status = f"{result.outcome} after {result.attempts} attempt(s): status {result.status}"
+    if streams_check:
+        sys.stdout.write(result.text)
+        print(f"{status}; error {result.final.error}", file=sys.stderr)
+    else:
+        print(status)
     return 0 if result.ok else 1
 
 

@@ -79,7 +79,8 @@ def test_up_serves_a_real_completion_and_down_leaves_nothing(envfile: Path) -> N
         assert answer["choices"][0]["text"], answer
         assert answer["model"] == env.endpoints.model
         pids = pidfile_pids(Path(env.state_dir))
-        assert set(pids) == {"toxiproxy", "replica-a", "replica-c", "gateway"}
+        assert set(pids) == {"toxiproxy", "replica-a", "replica-c", "gateway", "faultproxy-replica-a",
+                             "faultproxy-replica-c"}
         assert all(proc_state(p) not in (None, "Z", "T") for p in pids.values()), pids
         live = stack_processes(marker, ports)
         assert set(pids.values()) <= set(live)
@@ -139,7 +140,8 @@ def test_cli_up_detach_status_down(envfile: Path) -> None:
     st = _chaos("env", "status", "--env", str(envfile))
     assert st.returncode == 0, st.stdout + st.stderr
     rows = _table(st.stdout)
-    assert rows == {"toxiproxy": "yes", "replica-a": "yes", "replica-c": "yes", "gateway": "yes", "completion": "yes"}, \
+    assert rows == {"toxiproxy": "yes", "replica-a": "yes", "replica-c": "yes", "gateway": "yes", "completion": "yes",
+                    "fault proxy replica-a": "yes", "fault proxy replica-c": "yes"}, \
         st.stdout
 
     down = _chaos("env", "down", "--env", str(envfile))

@@ -40,7 +40,10 @@ def test_rank_freeze_and_admin_fault_on_the_real_simulator(sim, tmp_path):
         assert sim.proc_state(rank1) == "T" and sim.proc_state(main) != "T"
     assert sim.proc_state(rank1) != "T"
     admin = f"http://127.0.0.1:{sim.port}"
-    with sim_fault(admin, admin_token("simtest"), "slow", factor=3.0).using(policy) as f:
+    token = admin_token(tmp_path)  # the file the simulator read its token from
+    with sim_fault(admin, token, "slow", factor=3.0).using(policy) as f:
         assert "slow" in f.evidence["active_modes"]
     assert policy.ledger.outstanding() == []
+    ledger = policy.ledger.path.read_text()
+    assert token.value() not in ledger and token.file in ledger  # the source is recorded, never the token
     assert sim.health()

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -25,19 +22,6 @@ type proxy struct {
 	requests    atomic.Int64
 	inFlight    atomic.Int64
 	readers     sync.Pool
-}
-
-func newTransport() *http.Transport {
-	return &http.Transport{
-		Proxy:               nil, // never an environment proxy between us and the replica
-		DialContext:         dialer.DialContext,
-		MaxIdleConns:        0,
-		MaxIdleConnsPerHost: 4096,
-		IdleConnTimeout:     50 * time.Second, // under aiohttp's and uvicorn's keep-alive
-		DisableCompression:  true,
-		ReadBufferSize:      32 << 10,
-		WriteBufferSize:     16 << 10,
-	}
 }
 
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -89,6 +73,7 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request) {
 	}
 	if rules := p.rules.load(); len(rules) > 0 {
 		x.pl = evaluate(rules, r, x.rec.model, x.rec.hasModel)
+		x.rec.pl = x.pl
 		if !x.beforeUpstream() {
 			return
 		}
@@ -116,9 +101,21 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// beforeUpstream applies abort, oom, hang and header delays; false when the request is over.
+// beforeUpstream applies header delays, then abort, oom or hang (every rule in the plan was
+// created before the one that ended the evaluation); false when the request is over.
 func (x *exchange) beforeUpstream() bool {
 	pl := x.pl
+	if d := pl.headerDelay(); d > 0 {
+		for _, r := range pl.delays {
+			if *r.spec.HeadersS > 0 {
+				pl.applied(r)
+			}
+		}
+		if !x.sleep(d) {
+			x.finish(0, "abort")
+			return false
+		}
+	}
 	if r := pl.reject; r != nil {
 		status, retry := 500, ""
 		if r.spec.Kind == kAbort {
@@ -134,17 +131,6 @@ func (x *exchange) beforeUpstream() bool {
 		select {
 		case <-r.released:
 		case <-x.ctx.Done():
-			x.finish(0, "abort")
-			return false
-		}
-	}
-	if d := pl.headerDelay(); d > 0 {
-		for _, r := range pl.delays {
-			if *r.spec.HeadersS > 0 {
-				pl.applied(r)
-			}
-		}
-		if !x.sleep(d) {
 			x.finish(0, "abort")
 			return false
 		}
@@ -222,62 +208,4 @@ func (x *exchange) writeHeader(status int) {
 	}
 	x.rec.status = status
 	x.w.WriteHeader(status)
-}
-
-func readBody(r *http.Request) ([]byte, error) {
-	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
-		return nil, nil
-	}
-	if r.ContentLength > 0 && r.ContentLength < 1<<30 {
-		b := make([]byte, r.ContentLength)
-		_, err := io.ReadFull(r.Body, b)
-		return b, err
-	}
-	return io.ReadAll(r.Body)
-}
-
-var hopHeaders = map[string]bool{"Connection": true, "Proxy-Connection": true, "Keep-Alive": true,
-	"Proxy-Authenticate": true, "Proxy-Authorization": true, "Te": true, "Trailer": true,
-	"Transfer-Encoding": true, "Upgrade": true}
-
-func copyHeader(dst, src http.Header) {
-	for k, v := range src {
-		if !hopHeaders[k] {
-			dst[k] = v
-		}
-	}
-	for _, c := range src["Connection"] {
-		for _, f := range strings.Split(c, ",") {
-			delete(dst, http.CanonicalHeaderKey(strings.TrimSpace(f)))
-		}
-	}
-}
-
-func (p *proxy) upstreamRequest(r *http.Request, body []byte) *http.Request {
-	u := *p.upstream
-	u.Path, u.RawPath, u.RawQuery = r.URL.Path, r.URL.RawPath, r.URL.RawQuery
-	h := make(http.Header, len(r.Header)+1)
-	copyHeader(h, r.Header)
-	if _, ok := h["User-Agent"]; !ok {
-		h["User-Agent"] = []string{""} // Go would add its own
-	}
-	out := &http.Request{Method: r.Method, URL: &u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: h, Host: r.Host}
-	if len(body) > 0 {
-		out.ContentLength = int64(len(body))
-		out.Body = io.NopCloser(bytes.NewReader(body))
-		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	}
-	return out.WithContext(r.Context())
-}
-
-func newRequestID() string {
-	b := make([]byte, 3, 35)
-	copy(b, "fp-")
-	for _, v := range [2]uint64{rand.Uint64(), rand.Uint64()} {
-		for s := 60; s >= 0; s -= 4 {
-			b = append(b, hexDigits[(v>>uint(s))&0xf])
-		}
-	}
-	return string(b)
 }

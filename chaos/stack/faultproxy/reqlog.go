@@ -11,6 +11,7 @@ import (
 // O_APPEND file: a killed proxy leaves whole lines, and a line is in the kernel before the
 // client sees the answer end.
 type requestLog struct {
+	on  bool // fixed at open; f goes nil at close
 	mu  sync.Mutex
 	f   *os.File
 	buf []byte
@@ -24,26 +25,30 @@ func openRequestLog(path string) (*requestLog, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &requestLog{f: f}, nil
+	return &requestLog{on: true, f: f}, nil
 }
 
-func (l *requestLog) enabled() bool { return l != nil && l.f != nil }
+func (l *requestLog) enabled() bool { return l != nil && l.on }
 
 func (l *requestLog) write(rec *logRecord) {
 	if !l.enabled() {
 		return
 	}
 	l.mu.Lock()
-	l.buf = rec.appendJSON(l.buf[:0])
-	_, _ = l.f.Write(l.buf)
+	if l.f != nil {
+		l.buf = rec.appendJSON(l.buf[:0])
+		_, _ = l.f.Write(l.buf)
+	}
 	l.mu.Unlock()
 }
 
 func (l *requestLog) close() {
 	if l.enabled() {
 		l.mu.Lock()
-		_ = l.f.Close()
-		l.f = nil
+		if l.f != nil {
+			_ = l.f.Close()
+			l.f = nil
+		}
 		l.mu.Unlock()
 	}
 }

@@ -27,11 +27,11 @@ func (p *proxy) putReader(br *bufio.Reader) {
 type sse struct {
 	x          *exchange
 	tokens     int
-	finish     string // the last finish_reason seen
-	errored    bool   // an error event went to the client
-	fired      []bool // per plan.stream rule
-	firstDelay bool   // the first-token delay was dealt with
-	data       []byte // scratch for multi-line data
+	finish     string    // the last finish_reason seen
+	errored    bool      // an error event went to the client
+	fired      []bool    // per plan.stream rule
+	firstDelay bool      // the first-token delay was dealt with
+	data       []byte    // scratch for multi-line data
 	rw         [2][]byte // scratch for rewrite_model, used in turn
 	rwi        int
 	rewroteHit bool

@@ -1,0 +1,51 @@
+"""`chaos proxy`: run the HTTP/SSE fault proxy in front of any OpenAI-compatible server."""
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from chaos.errors import ConfigError
+
+
+def _token_file(explicit: Optional[str], listen: str, state_dir: str) -> str | None:
+    """The token file to hand the proxy: the one given, none when $CHAOS_PROXY_TOKEN is set, else a new one."""
+    if explicit:
+        if not Path(explicit).is_file():
+            raise ConfigError(f"--token-file {explicit}: no such file")
+        return explicit
+    if os.environ.get("CHAOS_PROXY_TOKEN"):
+        return None
+    path = Path(state_dir).resolve() / f"faultproxy-{listen.replace(':', '-')}.token"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(24) + "\n")
+    return str(path)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("proxy")
+    def proxy(listen: str = typer.Option(..., "--listen", help="HOST:PORT to listen on"),
+              upstream: str = typer.Option(..., "--upstream", help="the server, http://HOST:PORT"),
+              name: Optional[str] = typer.Option(None, "--name", help="replica name written in the request log"),
+              token_file: Optional[str] = typer.Option(None, "--token-file",
+                                                       help="admin token file (else $CHAOS_PROXY_TOKEN, else a new file)"),
+              request_log: Optional[str] = typer.Option(None, "--request-log", help="JSONL request log to append to"),
+              state_dir: str = typer.Option(".state", "--state-dir", help="where a generated token file goes")) -> None:
+        """Run chaos-faultproxy in the foreground (rules via its admin API or `chaos fault inject`)."""
+        from chaos.stack.faultproxy import find_binary
+
+        binary = find_binary()
+        tf = _token_file(token_file, listen, state_dir)
+        argv = [binary, "--listen", listen, "--upstream", upstream, "--name", name or listen]
+        if tf:
+            argv += ["--token-file", tf]
+            typer.echo(f"chaos: fault proxy admin token in {tf} (give it to the environment as token_file)", err=True)
+        if request_log:
+            argv += ["--request-log", request_log]
+        os.execv(binary, argv)  # the proxy itself takes the signals; its flag errors are its own one line

@@ -1,0 +1,122 @@
+"""Streams: faults after a stream has started, injected by the fault proxies in front of every replica.
+
+Cases: the connection cut after the 3rd token (with and without a closing `[DONE]`), a 1.5 s stall
+mid-stream, an error chunk in a 200 stream (as vLLM sends when its engine dies mid-answer), and a
+duplicated chunk. For each, the reference client and every `client_commands` entry (run with
+CHAOS_STREAM=1) make requests through the whole stack, and the verdicts are: the client never
+shows a duplicated or reordered token, reports a whole answer as whole (with its finish_reason)
+and a broken one as an error, never retries a stream after its first token unless it resumes it,
+and the gateway counts each broken stream as a failure (and a stall as none).
+"""
+from __future__ import annotations
+
+import shlex
+import sys
+
+import pytest
+
+from chaos import faults
+from chaos.faults import http
+from chaos.observe.gateway import gateway_failures
+from chaos.report import allure as rep
+from chaos.resilience.client import ResilientClient
+from chaos.verify.streams import (MAX_TOKENS, PROMPT, ClientAnswer, attempts_for, client_verdict, gateway_verdict,
+                                  run_client_command)
+from suites.clients.test_backoff_compliance import EXAMPLES, _commands
+from suites.conftest import fault_proof, judge
+
+# every replica gets the rule; the gateway picks which ones see traffic, so a rule alone may hit none
+CHAT = {"match": {"path": "/v1/chat/completions"}, "expect_hits": False}
+# case: (the fault at each replica's proxy, whether the client must get a whole answer)
+CASES = {
+    "cut-after-3": (lambda p: http.stream_cut(p, after_tokens=3, **CHAT), False),
+    "cut-after-3-with-done": (lambda p: http.stream_cut(p, after_tokens=3, done=True, **CHAT), False),
+    "stall-1.5s-after-3": (lambda p: http.stream_stall(p, after_tokens=3, seconds=1.5, **CHAT), True),
+    "error-chunk-after-3": (lambda p: http.error_chunk(p, after_tokens=3, **CHAT), False),
+    "duplicate-after-3": (lambda p: http.duplicate_chunk(p, after_tokens=3, **CHAT), False),
+}
+REQUESTS = 3  # per client and case
+
+
+def _reference(env) -> ResilientClient:
+    return ResilientClient(env.endpoints.api, env.retry, model=env.endpoints.model, timeout_s=10.0,
+                           api_key=env.endpoints.api_key, served_by_header=env.breaker.pool_header)
+
+
+def _ask(client: ResilientClient) -> ClientAnswer:
+    r = client.chat(PROMPT, stream=True, max_tokens=MAX_TOKENS, temperature=0)
+    first, last = r.records[0], r.records[-1]
+    return ClientAnswer("reference", r.ok, r.text, finish_reason=last.finish_reason, error=last.error,
+                        request_id=r.request_id, window=(first.t_send, last.t_end))
+
+
+@pytest.fixture
+def proxies(stack):
+    names = [t.name for t in stack.env.targets if t.fault_proxy]
+    if not names:
+        pytest.skip(f"environment {stack.env.name} has no fault proxies in front of its replicas")
+    return [stack.fault_proxy(n) for n in names]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_stream_fault(stack, proxies, scenario, summary, case: str) -> None:
+    env = stack.env
+    make, expect_whole = CASES[case]
+    rep.labels(epic="Resilience", feature="Mid-stream faults", story=case, suite="streams")
+    rep.title(f"{case} at every replica -> the client {'gets the whole answer' if expect_whole else 'reports an error'}")
+    sc = scenario(f"streams-{case}")
+    with sc.phase("the truth: the same request with no fault"):
+        truth = _ask(_reference(env))
+        assert truth.ok and truth.shown, f"no fault-free answer to compare with: {truth.error}"
+    gw = env.endpoints.gateway_admin
+    errors_before = gateway_failures(gw) if gw else None
+    fault = faults.AllOf([make(p) for p in proxies])
+    sc.inject(fault)
+    answers: dict[str, list[ClientAnswer]] = {"reference": []}
+    with sc.phase(f"reference client: {REQUESTS} streamed requests"):
+        client = _reference(env)
+        answers["reference"] = [_ask(client) for _ in range(REQUESTS)]
+    for name, cmd in _commands(env).items():
+        with sc.phase(f"client command {name}: {REQUESTS} streamed requests"):
+            answers[name] = [run_client_command(name, cmd, env.endpoints.api, timeout_s=env.retry.deadline_s + 10)
+                             for _ in range(REQUESTS)]
+    hits = sum(f.counters().get("hits", 0) for f in fault.faults)
+    sc.revert()
+    errors_after = gateway_failures(gw) if gw else None
+    log = stack.server_log("fault proxy").rows
+    verdicts = [client_verdict(name, got, [attempts_for(a, log) for a in got], truth=truth.shown,
+                               truth_finish=truth.finish_reason, expect_whole=expect_whole)
+                for name, got in answers.items()]
+    verdicts.append(gateway_verdict(errors_before, errors_after, hits, expect_failures=not expect_whole))
+    rep.attach_text("\n".join(f"{n}: ok={a.ok} error={a.error} attempts={len(attempts_for(a, log).lines)} "
+                              f"window={a.window[0]:.3f}-{a.window[1]:.3f} shown={a.shown!r}"
+                              for n, got in answers.items() for a in got)
+                    + f"\ntruth: {truth.shown!r} ({truth.finish_reason})", "answers")
+    summary.count("streams", "cases")
+    summary.add("streams", **{case: "ok" if all(v.ok for v in verdicts) else "FAILED"})
+    judge("the fault really happened", [fault_proof(fault, together=True)])
+    judge("clients and gateway behaved", verdicts)
+
+
+@pytest.mark.parametrize("case, broken", [("cut-after-3", {"no_retry_of_started_stream", "shown_in_order"}),
+                                          ("duplicate-after-3", {"shown_in_order", "reported_right"})])
+def test_naive_stream_client_is_caught(stack, proxies, scenario, summary, case: str, broken: set[str]) -> None:
+    """Negative control: a client that prints tokens as they come, trusts [DONE] and restarts a broken
+    stream must fail the verdicts that protect users."""
+    env = stack.env
+    rep.labels(epic="Resilience", feature="Mid-stream faults", story=f"negative control: {case}", suite="streams")
+    sc = scenario(f"streams-naive-{case}")
+    truth = _ask(_reference(env))
+    fault = faults.AllOf([CASES[case][0](p) for p in proxies])
+    cmd = f"{shlex.quote(sys.executable)} {EXAMPLES / 'naive_stream.py'} {{base_url}}"
+    sc.inject(fault)
+    with sc.phase("run the naive client"):
+        got = [run_client_command("naive", cmd, env.endpoints.api, timeout_s=30) for _ in range(REQUESTS)]
+    sc.revert()
+    log = stack.server_log("fault proxy").rows
+    v = client_verdict("naive", got, [attempts_for(a, log) for a in got], truth=truth.shown,
+                       truth_finish=truth.finish_reason, expect_whole=False)
+    failed = {r.check for r in v.failures}
+    rep.attach_text("\n".join(r.line() for r in v.rows), "naive client verdict (expected to fail)")
+    summary.add("streams", **{f"naive_caught_{case}": "yes" if broken <= failed else "NO"})
+    assert broken <= failed, f"the naive client was not caught on {case}: failed rules {sorted(failed)}"
