@@ -114,6 +114,19 @@ def test_undefined_proxy_reference_is_an_error() -> None:
         parse(text, "e.yaml", environ={})
 
 
+def test_fault_proxy_references_and_addresses_are_checked() -> None:
+    text = MINIMAL + "targets: [{name: a, kind: process, port: 1, command: [x], fault_proxy: nope}]\n"
+    with pytest.raises(ConfigError, match="fault proxy 'nope'"):
+        parse(text, "e.yaml", environ={})
+    bad = MINIMAL + "fault_proxies: [{name: p, listen: '127.0.0.1', upstream: 'http://127.0.0.1:1'}]\n"
+    with pytest.raises(ConfigError, match="HOST:PORT") as e:
+        parse(bad, "e.yaml", environ={})
+    assert "\n" not in str(e.value)
+    ok = parse(MINIMAL + "fault_proxies: [{name: p, listen: '127.0.0.1:9', upstream: 'http://127.0.0.1:1'}]\n"
+               "targets: [{name: a, kind: process, port: 1, command: [x], fault_proxy: p}]\n", "e.yaml", environ={})
+    assert ok.fault_proxy_of("a").admin_url == "http://127.0.0.1:9" and ok.fault_proxies[0].token_env == "CHAOS_PROXY_TOKEN"
+
+
 def test_unknown_target_lookup() -> None:
     env = load("local", ENV_DIR)
     assert env.target("replica-a").tp_size == 2

@@ -1,0 +1,92 @@
+"""The stream verdicts on hand-made answers and logs, and what makes a stream whole (client and gateway)."""
+from __future__ import annotations
+
+import pytest
+
+from chaos.load.sse import stream_problem
+from chaos.stack.gateway.streamcheck import StreamCheck
+from chaos.verify.streams import Attempts, ClientAnswer, attempts_for, client_verdict, gateway_verdict
+
+TRUTH = " a b c d"
+
+
+def _answer(ok: bool, shown: str, rid: str | None = "r1", window=(10.0, 11.0), finish="length") -> ClientAnswer:
+    return ClientAnswer("c", ok, shown, finish_reason=finish if ok else None, request_id=rid, window=window)
+
+
+def test_whole_answer_and_prefix_pass_duplicates_and_reorders_fail():
+    ok = client_verdict("c", [_answer(True, TRUTH)], [], truth=TRUTH, truth_finish="length", expect_whole=True)
+    assert ok.ok
+    prefix = client_verdict("c", [_answer(False, " a b")], [], truth=TRUTH, truth_finish="length", expect_whole=False)
+    assert prefix.ok
+    dup = client_verdict("c", [_answer(True, " a b b c d")], [], truth=TRUTH, truth_finish="length", expect_whole=True)
+    assert not dup.row("shown_in_order").ok and "char" in dup.row("shown_in_order").detail
+    swapped = client_verdict("c", [_answer(False, " b a")], [], truth=TRUTH, truth_finish="length", expect_whole=False)
+    assert not swapped.row("shown_in_order").ok
+    # a broken stream reported as whole, and a wrong finish_reason
+    lied = client_verdict("c", [_answer(True, TRUTH)], [], truth=TRUTH, truth_finish="length", expect_whole=False)
+    assert not lied.row("reported_right").ok
+    fin = client_verdict("c", [_answer(True, TRUTH, finish="stop")], [], truth=TRUTH, truth_finish="length",
+                         expect_whole=True)
+    assert not fin.row("finish_reason").ok
+
+
+def test_retry_of_a_started_stream_is_caught_unless_it_resumes():
+    log = [{"request_id": "r1", "t_arrival": 10.1, "output_tokens": 3},
+           {"request_id": "r1", "t_arrival": 10.6, "output_tokens": 4},
+           {"request_id": "other", "t_arrival": 10.2, "output_tokens": 0}]
+    at = attempts_for(_answer(False, ""), log)
+    assert [l["t_arrival"] for l in at.lines] == [10.1, 10.6] and at.retried_after_first_token()
+    v = client_verdict("c", [_answer(False, "")], [at], truth=TRUTH, truth_finish=None, expect_whole=False)
+    assert not v.row("no_retry_of_started_stream").ok
+    assert not Attempts([{"output_tokens": 0}, {"output_tokens": 5}]).retried_after_first_token()  # none shown yet
+    assert not Attempts([{"output_tokens": 2}, {"output_tokens": 2, "resumed": True}]).retried_after_first_token()
+    # without a request id, the window counts, and nothing before the client started
+    by_window = attempts_for(_answer(False, "", rid=None, window=(10.15, 10.7)), log)
+    assert [l["t_arrival"] for l in by_window.lines] == [10.2, 10.6]
+    assert client_verdict("c", [_answer(False, "")], [Attempts()], truth=TRUTH, truth_finish=None,
+                          expect_whole=False).row("no_retry_of_started_stream").ok is None
+
+
+def test_gateway_verdict_counts_exactly_the_broken_streams():
+    assert gateway_verdict(5, 11, 6, expect_failures=True).ok
+    assert not gateway_verdict(5, 8, 6, expect_failures=True).ok
+    assert not gateway_verdict(5, 6, 6, expect_failures=False).ok
+    assert gateway_verdict(None, None, 6, expect_failures=True).row("gateway_failures").ok is None
+
+
+@pytest.mark.parametrize("kw, expect", [
+    ({"done": True, "finish_reason": "stop", "events": 3, "usage_out": 3}, None),
+    ({"done": False, "finish_reason": None, "events": 3, "usage_out": None}, "stream_cut"),
+    ({"done": True, "finish_reason": None, "events": 3, "usage_out": None}, "stream_cut"),
+    ({"done": True, "finish_reason": "length", "events": 4, "usage_out": 3}, "stream_corrupt"),
+    ({"done": True, "finish_reason": "length", "events": 3, "usage_out": 3, "bad_json": 1}, "stream_corrupt"),
+])
+def test_stream_problem(kw, expect):
+    got = stream_problem(**kw)
+    assert (got[0] if got else None) == expect
+
+
+def _sse(*events: str) -> list[bytes]:
+    return [f"data: {e}\n\n".encode() for e in events]
+
+
+C1 = '{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}'
+C2 = '{"choices":[{"index":0,"delta":{"content":"b"},"finish_reason":"length"}]}'
+USAGE = '{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}'
+
+
+@pytest.mark.parametrize("events, failure", [
+    ((C1, C2, USAGE, "[DONE]"), None),
+    ((C1, C2), "ended without [DONE]"),
+    ((C1, "[DONE]"), "[DONE] without a finish_reason"),
+    ((C1, C1, C2, USAGE, "[DONE]"), "duplicated"),
+    ((C1, '{"error": {"message": "CUDA out of memory", "code": 500}}', "[DONE]"), "error chunk"),
+])
+def test_gateway_stream_check(events, failure):
+    check = StreamCheck()
+    raw = b"".join(_sse(*events))
+    for i in range(0, len(raw), 7):  # arbitrary chunk boundaries, as a socket delivers them
+        check.feed(raw[i:i + 7])
+    got = check.failure()
+    assert (got is None) if failure is None else (failure in got), got
