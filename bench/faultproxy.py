@@ -151,20 +151,6 @@ def pct(values: list[float], q: float) -> float:
     return v[min(len(v) - 1, max(0, int(q * len(v) + 0.999999) - 1))]
 
 
-async def measure(ports: dict[str, int], conc: int, rounds: int, seconds: float) -> dict:
-    res: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in ports}
-    for port in ports.values():
-        await window(port, conc, 0.5)  # warm-up: connections, caches, the proxy's pools
-    names = list(ports)
-    for i in range(rounds):
-        order = names[i % len(names):] + names[:i % len(names)]
-        for name in order:
-            lats, tput = await window(ports[name], conc, seconds)
-            res[name][0].extend(lats)
-            res[name][1].append(tput)
-    return res
-
-
 def build() -> None:
     subprocess.run([str(REPO / "scripts" / "build-faultproxy.sh")], check=True)
 

@@ -4,7 +4,8 @@
         ...
     stream_cut(proxy, after_tokens=3) & slow_first_token(proxy, 1.5)
 
-Each fault is one proxy rule named `chaos-<kind>-<id>`. Proof of effect: the rule is listed while
+Each fault is one proxy rule named `chaos-<kind>-<id>`, matching the `/v1/*` API calls unless given
+another `match` (`{}` matches everything, health checks and metrics scrapes included). Proof of effect: the rule is listed while
 injected, and at revert the proxy's counters show it hit traffic; a rule that hit none raises
 FaultNotEffective (pass expect_hits=False for a fault that may legitimately see no traffic).
 """
@@ -18,6 +19,7 @@ from chaos.faults import _undo
 from chaos.faults.base import Fault
 from chaos.faults.proxy_admin import RULE_PREFIX, FaultProxyAdmin, FaultProxyError
 
+INFERENCE = {"path": "/v1/*"}
 KINDS = ("abort", "oom", "delay", "stall", "cut", "error_chunk", "malformed_chunk", "duplicate_chunk",
          "rewrite_model", "header", "hang")
 
@@ -34,6 +36,8 @@ class HttpFault(Fault):
         self.proxy, self.rule_kind, self.expect_hits = proxy, rule_kind, expect_hits
         self.kind = f"http-{rule_kind.replace('_', '-')}"
         self.name = f"{RULE_PREFIX}{rule_kind.replace('_', '-')}-{uuid.uuid4().hex[:8]}"
+        # by default only the API calls: a gateway's /health and /metrics polls must not use up a fraction
+        match = INFERENCE if match is None else match
         self.rule: dict[str, Any] = {"name": self.name, "kind": rule_kind, "fraction": fraction, "spread": spread,
                                      "seed": self.seed % (2**31), **({"match": match} if match else {}), **fields}
 

@@ -8,7 +8,10 @@ import (
 	"time"
 )
 
-const readerSize = 32 << 10
+const (
+	readerSize = 32 << 10
+	maxEvent   = 1 << 20
+)
 
 func (p *proxy) getReader(r io.Reader) *bufio.Reader {
 	if br, ok := p.readers.Get().(*bufio.Reader); ok {
@@ -65,6 +68,12 @@ func (x *exchange) streamSSE(resp *http.Response) {
 		line, err := br.ReadSlice('\n')
 		ev = append(ev, line...)
 		if err == bufio.ErrBufferFull {
+			if len(ev) > maxEvent { // no blank line in sight: pass it on uninspected
+				if !s.write(ev) {
+					return
+				}
+				ev = ev[:0]
+			}
 			continue
 		}
 		if err != nil {

@@ -56,6 +56,7 @@ func (p *proxy) upstreamRequest(r *http.Request, body []byte) *http.Request {
 	u.Path, u.RawPath, u.RawQuery = r.URL.Path, r.URL.RawPath, r.URL.RawQuery
 	h := make(http.Header, len(r.Header)+1)
 	copyHeader(h, r.Header)
+	delete(h, "Expect") // the body is read already
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = []string{""} // Go would add its own
 	}
