@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import IO, Callable, Iterable
 from urllib.parse import urlparse
 
 from chaos.errors import StackError
+from chaos.targets import _proc
 from chaos.faults.toxiproxy import Toxiproxy, ToxiproxyError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -95,13 +95,7 @@ class ToxiproxyServer:
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the server (SIGTERM, then SIGKILL)."""
         proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout)
+        _proc.terminate(proc, timeout)
         if self._log:
             self._log.close()
             self._log = None

@@ -4,7 +4,10 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    import subprocess
 
 
 def proc_stat(pid: int) -> tuple[str, int, int] | None:
@@ -91,3 +94,17 @@ def kill_group(pgid: int, *, timeout: float = 5.0, sleep: Callable[[float], None
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def terminate(proc: "subprocess.Popen[bytes] | None", timeout: float = 5.0) -> None:
+    """SIGTERM a child we started, then SIGKILL it if it has not exited within `timeout`."""
+    import subprocess
+
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout)

@@ -130,6 +130,7 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
             time.sleep(0.2)
         time.sleep(policy.window_s * 0.5)
     records = sc.records = sc.load.stop().records
+    stack.attribute_replicas(records)  # which replica served each request, where no pool header said so
     sc.load = None
     stage1 = fault_proof(fault)
     verdicts: list = [accounting_verdict(records)]

@@ -94,6 +94,7 @@ def run_recovery(stack, scenario, summary, kind: str | None, load: str) -> None:
     with sc.phase("steady state after recovery"):
         time.sleep(2 * sc.scaled(30) + 1)  # room for one full rolling window after recovery
     records = sc.records = sc.load.stop().records
+    stack.attribute_replicas(records)  # which replica served each request, where no pool header said so
     sc.load = None
     restarts = target.restart_count() - restarts_before
     stage1 = []

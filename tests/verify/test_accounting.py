@@ -85,3 +85,18 @@ def test_read_server_log(tmp_path: Path) -> None:
     p.write_text("{bad\n", encoding="utf-8")
     with pytest.raises(LoadError, match="req.jsonl:1"):
         read_server_log(p)
+
+
+def test_replicas_attributed_from_a_fault_proxy_log() -> None:
+    from chaos.verify.accounting import ServerLog, attribute_replicas
+
+    recs = [RequestRecord(request_id="a", attempt=1, t_send=10.0, e2e=0.5),
+            RequestRecord(request_id="a", attempt=2, t_send=12.0, e2e=0.5),
+            RequestRecord(request_id="b", attempt=1, t_send=10.0, e2e=0.5, served_by="stable/x"),
+            RequestRecord(request_id="c", attempt=1, t_send=10.0, e2e=0.5)]
+    log = ServerLog([{"request_id": "a", "t_arrival": 10.01, "replica": "r1"},
+                     {"request_id": "a", "t_arrival": 12.02, "replica": "r2"},
+                     {"request_id": "b", "t_arrival": 10.01, "replica": "r2"},
+                     {"request_id": "c", "t_arrival": 30.0, "replica": "r1"}], "fault proxy")
+    assert attribute_replicas(recs, log, {"r1": "stable", "r2": "canary"}) == 2
+    assert [r.served_by for r in recs] == ["stable/r1", "canary/r2", "stable/x", None]

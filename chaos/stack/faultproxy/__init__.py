@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
 from typing import IO, Any, Callable
 
 from chaos.errors import StackError
+from chaos.targets import _proc
 from chaos.faults.proxy_admin import FaultProxyAdmin
 from chaos.faults.tokens import TokenRef
 
@@ -126,13 +126,7 @@ class FaultProxyServer:
     def stop(self, timeout: float = 5.0) -> None:
         """SIGTERM, then SIGKILL."""
         proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout)
+        _proc.terminate(proc, timeout)
         if self._log:
             self._log.close()
             self._log = None
