@@ -1,21 +1,32 @@
 """What chaos-faultproxy costs: added latency (P50/P99) and throughput, streaming, vs direct calls.
 
-Runs the simulator (instant profile: no modelled GPU time, so the simulator's own Python is the
-bottleneck) as the upstream and chaos-faultproxy in front of it, then, in one run, alternates
-the same streaming chat completions (~16 tokens each) between three paths in interleaved rounds:
-`direct` (client -> simulator), `proxy` (client -> proxy -> simulator) and `proxy+rule` (the proxy
-with one installed rule that matches nothing, i.e. the hot path that evaluates rules).
+One run starts two simulators, each with a chaos-faultproxy in front, and sends the same
+streaming chat completions (16 tokens, `ignore_eos`) in interleaved rounds over three paths:
+`direct` (client -> simulator), `proxy` (client -> proxy -> simulator) and `proxy+rule` (the same
+proxy with one installed rule that matches nothing: the hot path that evaluates rules; the
+rule's `seen` counter is checked). Every path gets the same wall time per round, at C = 64 and
+C = 256 streams (C workers, one keep-alive connection each).
 
-Each round keeps C streams in flight (closed loop: C workers, one keep-alive connection each,
-every worker sends its next request as soon as the previous answer ended) for the same wall time
-per path, at C = 64 and C = 256. req/s is the requests completed in that wall time; p50/p99 are
-per-request latency from sending the request to the end of the chunked body (`data: [DONE]` and
-the terminating chunk). The client is a minimal asyncio protocol on uvloop (one write per request,
-no HTTP library), so on a small machine -- client, proxy and simulator share the same cores --
-the comparison measures the proxy, not the client: what it costs in CPU that the simulator and
-the client then lack shows up as lower req/s and, in a closed loop, higher latency.
-The last line is `RESULT added_p50_ms=.. added_p99_ms=.. throughput_ratio=..` for C = 64, proxy
-vs direct.
+throughput -- upstream `--profile instant` (no modelled GPU time: the simulator's Python is the
+  bottleneck), closed loop: each worker sends its next request as soon as the previous answer
+  ended. req/s = requests completed in the wall time. This host is small (2 cores shared by the
+  client, the proxy and the simulator), so whatever CPU the proxy spends is taken from the
+  simulator and the client: req/s drops by that share and, in a saturated closed loop, latency
+  rises by the same factor (Little's law: latency = C / req/s), so these p50/p99 mostly restate
+  the throughput ratio.
+latency -- upstream `--profile h200 --time-scale 8` (GPU-like pace: a decode step of 10-20 ms
+  for the whole batch, as a real replica streams; the host is not saturated), closed loop with
+  an exponential think time (mean 5 ms) before each request so that arrivals do not march in
+  lockstep with the engine's steps. Its +p50/+p99 are what the proxy adds to a stream.
+
+p50/p99: per request, from sending it to the end of the chunked body (`data: [DONE]` and the
+terminating chunk). The client is a minimal asyncio protocol on uvloop (one write per request, no
+HTTP library), cheap enough that the comparison measures the proxy rather than the client.
+`proxy us/req` is the proxy's CPU time per completed request; `others` is the host's busy CPU
+(cores) outside this bench's processes during that path's windows: the machine may be shared,
+and above ~0.1 the figures are disturbed.
+Last line: `RESULT added_p50_ms=.. added_p99_ms=.. throughput_ratio=..` at C = 64: the latency
+phase's added P50/P99 and the throughput phase's proxy/direct req/s.
     .venv/bin/python bench/faultproxy.py [--rounds 4] [--seconds 2] [--concurrency 64,256]
 """
 from __future__ import annotations
@@ -24,6 +35,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -32,12 +44,17 @@ import time
 import urllib.request
 from pathlib import Path
 
+import psutil
+
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
 BINARY = REPO / ".tools" / "bin" / "chaos-faultproxy"
 BODY = json.dumps({"model": "sim-model", "messages": [{"role": "user", "content": "hello"}],
                    "max_tokens": 16, "ignore_eos": True, "stream": True}).encode()
 TOKEN = "bench-token"
+PATHS = ("direct", "proxy", "proxy+rule")
+NOMATCH_RULE = {"name": "bench-nomatch", "kind": "abort", "status": 503,
+                "match": {"path": "/never", "header": {"x-bench": "never"}}}
 
 
 def free_port() -> int:
@@ -80,30 +97,26 @@ class Conn(asyncio.Protocol):
         return await self.done
 
 
-async def open_conn(port: int) -> Conn:
-    _, proto = await asyncio.get_running_loop().create_connection(Conn, "127.0.0.1", port)
-    return proto
-
-
-def check(resp: bytes, port: int) -> None:
-    if not resp.startswith(b"HTTP/1.1 200") or b"data: [DONE]" not in resp:
-        raise SystemExit(f"bench: bad answer from port {port}: {resp[:300]!r}")
-
-
-async def window(port: int, conc: int, seconds: float) -> tuple[list[float], float]:
-    """C workers in a closed loop for `seconds`; latencies of the requests that ended in it."""
-    conns = [await open_conn(port) for _ in range(conc)]
-    req, lats, perf = request_bytes(port), [], time.perf_counter
+async def window(port: int, conc: int, seconds: float, think_s: float = 0.0,
+                 seed: int = 0) -> tuple[list[float], float]:
+    """C workers in a closed loop for `seconds` (an exponential think time of mean think_s
+    before each request when think_s > 0); latencies of the requests that ended in it, req/s."""
+    loop = asyncio.get_running_loop()
+    conns = [(await loop.create_connection(Conn, "127.0.0.1", port))[1] for _ in range(conc)]
+    req, lats, perf, rnd = request_bytes(port), [], time.perf_counter, random.Random(seed)
     t_end = perf() + seconds
 
     async def worker(c: Conn) -> None:
         while True:
+            if think_s:
+                await asyncio.sleep(rnd.expovariate(1 / think_s))
             t0 = perf()
             if t0 >= t_end:
                 return
             resp = await c.call(req)
             t1 = perf()
-            check(resp, port)
+            if not resp.startswith(b"HTTP/1.1 200") or b"data: [DONE]" not in resp:
+                raise SystemExit(f"bench: bad answer from port {port}: {resp[:300]!r}")
             if t1 <= t_end:
                 lats.append(t1 - t0)
 
@@ -146,13 +159,76 @@ def wait_ready(port: int, timeout_s: float = 30.0) -> None:
     raise SystemExit(f"bench: port {port} did not become ready")
 
 
+class Meter:
+    """CPU seconds used by the bench's own processes, by the proxies, and by the whole host."""
+
+    def __init__(self, ours: list[psutil.Process], proxies: list[psutil.Process]) -> None:
+        self.ours, self.proxies = ours + [psutil.Process()], proxies
+
+    @staticmethod
+    def _cpu(procs: list[psutil.Process]) -> float:
+        total = 0.0
+        for p in procs:
+            t = p.cpu_times()
+            total += t.user + t.system
+        return total
+
+    def read(self) -> tuple[float, float, float]:
+        t = psutil.cpu_times()
+        busy = sum(t) - t.idle - getattr(t, "iowait", 0.0)
+        return busy, self._cpu(self.ours), self._cpu(self.proxies)
+
+
 def pct(values: list[float], q: float) -> float:
     v = sorted(values)
     return v[min(len(v) - 1, max(0, int(q * len(v) + 0.999999) - 1))]
 
 
-def build() -> None:
-    subprocess.run([str(REPO / "scripts" / "build-faultproxy.sh")], check=True)
+async def phase(up: int, fp: int, conc: int, rounds: int, seconds: float, think_s: float,
+                meter: Meter) -> dict:
+    """Interleaved rounds over the three paths; the no-match rule is installed only for the third.
+    Per path: latencies, req/s per round, [proxy CPU s, requests, other processes' CPU s, wall s]."""
+    res: dict[str, tuple[list[float], list[float], list[float]]] = {k: ([], [], [0.0] * 4) for k in PATHS}
+    ports = {"direct": up, "proxy": fp, "proxy+rule": fp}
+    for port in (up, fp):
+        await window(port, conc, 0.5, think_s)  # warm-up: connections, caches, the proxy's pools
+    for i in range(rounds):
+        for name in PATHS[i % 3:] + PATHS[:i % 3]:
+            if name == "proxy+rule":
+                admin(fp, "POST", "/_chaos/rules", NOMATCH_RULE)
+            b0, o0, p0, w0 = *meter.read(), time.perf_counter()
+            lats, tput = await window(ports[name], conc, seconds, think_s, seed=i)
+            b1, o1, p1, w1 = *meter.read(), time.perf_counter()
+            acc = res[name][2]
+            acc[0] += p1 - p0
+            acc[1] += len(lats)
+            acc[2] += max(0.0, (b1 - b0) - (o1 - o0))
+            acc[3] += w1 - w0
+            if name == "proxy+rule":
+                rule = admin(fp, "DELETE", "/_chaos/rules/" + NOMATCH_RULE["name"])
+                if rule["seen"] < len(lats) or rule["hits"]:
+                    raise SystemExit(f"bench: the rule saw {rule['seen']} of {len(lats)} requests")
+            res[name][0].extend(lats)
+            res[name][1].append(tput)
+    return res
+
+
+def summary(res: dict) -> dict[str, tuple[float, ...]]:
+    """path -> (p50 ms, p99 ms, req/s, proxy CPU us per request, other processes' cores)."""
+    return {k: (pct(lats, .5) * 1e3, pct(lats, .99) * 1e3, sum(tps) / len(tps),
+                acc[0] / max(1.0, acc[1]) * 1e6, acc[2] / max(1e-9, acc[3]))
+            for k, (lats, tps, acc) in res.items()}
+
+
+def report(title: str, s: dict[str, tuple[float, ...]]) -> None:
+    d50, d99, dtp = s["direct"][:3]
+    print(f"  {title}")
+    print(f"  {'path':<12}{'p50 ms':>9}{'p99 ms':>9}{'req/s':>9}{'+p50 ms':>9}{'+p99 ms':>9}{'ratio':>8}"
+          f"{'proxy us/req':>14}{'others':>8}")
+    for name, (p50, p99, tp, cpu, others) in s.items():
+        cpu_s = f"{cpu:>14.0f}" if name != "direct" else f"{'-':>14}"
+        print(f"  {name:<12}{p50:>9.2f}{p99:>9.2f}{tp:>9.1f}{p50 - d50:>9.2f}{p99 - d99:>9.2f}"
+              f"{tp / dtp:>8.3f}{cpu_s}{others:>8.2f}")
 
 
 def main() -> int:
@@ -162,25 +238,34 @@ def main() -> int:
     ap.add_argument("--concurrency", default="64,256")
     args = ap.parse_args()
     concs = [int(c) for c in args.concurrency.split(",")]
-    build()
-    up_port, fp_port = free_port(), free_port()
+    subprocess.run([str(REPO / "scripts" / "build-faultproxy.sh")], check=True)
+    ups = {"instant": ["--profile", "instant"], "paced": ["--profile", "h200", "--time-scale", "8"]}
+    ports = {k: (free_port(), free_port()) for k in ups}
+    results: dict[int, dict[str, dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         tok = Path(tmp) / "token"
         tok.write_text(TOKEN + "\n")
-        up_cmd = [PY, "-m", "chaos.stack.sim", "--port", str(up_port), "--profile", "instant"]
-        fp_cmd = [str(BINARY), "--listen", f"127.0.0.1:{fp_port}", "--upstream",
-                  f"http://127.0.0.1:{up_port}", "--name", "bench", "--token-file", str(tok),
-                  "--request-log", str(Path(tmp) / "proxy.jsonl")]
+        cmds = []
+        for name, flags in ups.items():
+            up, fp = ports[name]
+            cmds.append([PY, "-m", "chaos.stack.sim", "--port", str(up), *flags])
+            cmds.append([str(BINARY), "--listen", f"127.0.0.1:{fp}", "--upstream", f"http://127.0.0.1:{up}",
+                         "--name", f"bench-{name}", "--token-file", str(tok),
+                         "--request-log", str(Path(tmp) / f"{name}.jsonl")])
         procs = [subprocess.Popen(c, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                 for c in (up_cmd, fp_cmd)]
+                 for c in cmds]
         try:
-            wait_ready(up_port)
-            wait_ready(fp_port)
-            # the proxy+rule path is the same proxy with a rule that never matches: the two proxy
-            # rows alternate installing it
-            results = {}
+            for up, fp in ports.values():
+                wait_ready(up)
+                wait_ready(fp)
+            import uvloop
+            ps = [psutil.Process(p.pid) for p in procs]
+            meter = Meter(ps, ps[1::2])
             for conc in concs:
-                results[conc] = run_concurrency(conc, up_port, fp_port, args.rounds, args.seconds)
+                results[conc] = {
+                    name: summary(uvloop.run(phase(*ports[name], conc, args.rounds, args.seconds,
+                                                   think, meter)))
+                    for name, think in (("instant", 0.0), ("paced", 0.005))}
         finally:
             for p in procs:
                 p.terminate()
@@ -189,56 +274,18 @@ def main() -> int:
                     p.wait(10)
                 except subprocess.TimeoutExpired:
                     p.kill()
-    print(f"upstream: simulator (instant); {args.rounds} rounds x {args.seconds:g} s per path, "
-          f"streaming chat completions of 16 tokens; {os.cpu_count()} CPUs")
-    for conc, res in results.items():
-        report(conc, res)
-    d_l, d_t = results[concs[0]]["direct"]
-    g_l, g_t = results[concs[0]]["proxy"]
-    added50, added99 = (pct(g_l, .5) - pct(d_l, .5)) * 1e3, (pct(g_l, .99) - pct(d_l, .99)) * 1e3
-    ratio = (sum(g_t) / len(g_t)) / (sum(d_t) / len(d_t))
+    print(f"{args.rounds} interleaved rounds x {args.seconds:g} s per path; streaming chat completions "
+          f"of 16 tokens; {os.cpu_count()} CPUs")
+    for conc, r in results.items():
+        print(f"\nconcurrency {conc}")
+        report("throughput: instant upstream, closed loop (saturating)", r["instant"])
+        report("latency: GPU-paced upstream (h200 x8), arrivals with think time", r["paced"])
+    r = results[concs[0]]
+    added50 = r["paced"]["proxy"][0] - r["paced"]["direct"][0]
+    added99 = r["paced"]["proxy"][1] - r["paced"]["direct"][1]
+    ratio = r["instant"]["proxy"][2] / r["instant"]["direct"][2]
     print(f"RESULT added_p50_ms={added50:.2f} added_p99_ms={added99:.2f} throughput_ratio={ratio:.3f}")
     return 0
-
-
-def run_concurrency(conc: int, up_port: int, fp_port: int, rounds: int, seconds: float) -> dict:
-    """Interleaves direct / proxy / proxy+rule; the rule is installed only for the third."""
-    rule = {"name": "bench-nomatch", "kind": "abort", "status": 503,
-            "match": {"path": "/never", "header": {"x-bench": "never"}}}
-
-    async def go() -> dict:
-        res: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in
-                                                            ("direct", "proxy", "proxy+rule")}
-        ports = {"direct": up_port, "proxy": fp_port, "proxy+rule": fp_port}
-        for port in (up_port, fp_port):
-            await window(port, conc, 0.5)  # warm-up: connections, caches, the proxy's pools
-        names = list(res)
-        for i in range(rounds):
-            for name in names[i % 3:] + names[:i % 3]:
-                if name == "proxy+rule":
-                    admin(fp_port, "POST", "/_chaos/rules", rule)
-                lats, tput = await window(ports[name], conc, seconds)
-                if name == "proxy+rule":
-                    seen = admin(fp_port, "DELETE", "/_chaos/rules/bench-nomatch")
-                    if seen["seen"] < len(lats) or seen["hits"]:
-                        raise SystemExit(f"bench: the rule saw {seen['seen']} of {len(lats)} requests")
-                res[name][0].extend(lats)
-                res[name][1].append(tput)
-        return res
-
-    import uvloop
-    return uvloop.run(go())
-
-
-def report(conc: int, res: dict) -> None:
-    d_l, d_t = res["direct"]
-    d50, d99, d_tp = pct(d_l, .5), pct(d_l, .99), sum(d_t) / len(d_t)
-    print(f"\nconcurrency {conc}")
-    print(f"{'path':<12}{'p50 ms':>9}{'p99 ms':>9}{'req/s':>9}{'+p50 ms':>9}{'+p99 ms':>9}{'ratio':>8}")
-    for name, (lats, tps) in res.items():
-        p50, p99, tp = pct(lats, .5), pct(lats, .99), sum(tps) / len(tps)
-        print(f"{name:<12}{p50 * 1e3:>9.2f}{p99 * 1e3:>9.2f}{tp:>9.1f}{(p50 - d50) * 1e3:>9.2f}"
-              f"{(p99 - d99) * 1e3:>9.2f}{tp / d_tp:>8.3f}")
 
 
 if __name__ == "__main__":

@@ -37,7 +37,6 @@ type exchange struct {
 	p   *proxy
 	w   http.ResponseWriter
 	rc  *http.ResponseController
-	r   *http.Request
 	ctx context.Context
 	pl  *plan
 	rec logRecord
@@ -48,7 +47,7 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request) {
 	p.requests.Add(1)
 	p.inFlight.Add(1)
 	defer p.inFlight.Add(-1)
-	x := &exchange{p: p, w: w, rc: http.NewResponseController(w), r: r, ctx: r.Context(),
+	x := &exchange{p: p, w: w, rc: http.NewResponseController(w), ctx: r.Context(),
 		log: r.Method == http.MethodPost && p.log.enabled()}
 	x.rec.tArrival = time.Now()
 	x.rec.path = r.URL.Path
@@ -94,7 +93,7 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request) {
 	if _, ok := resp.Header["Content-Type"]; !ok {
 		w.Header()["Content-Type"] = nil // the upstream sent none: net/http must not sniff one
 	}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+	if ct := resp.Header.Get("Content-Type"); len(ct) >= 17 && strings.EqualFold(ct[:17], "text/event-stream") {
 		x.streamSSE(resp)
 	} else {
 		x.forwardBody(resp)
