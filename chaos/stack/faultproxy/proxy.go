@@ -68,7 +68,7 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(body) > 0 {
-		x.rec.model, x.rec.hasModel, x.rec.stream, _ = scanRequest(body)
+		x.rec.model, x.rec.hasModel, x.rec.stream, x.rec.resumed, _ = scanRequest(body)
 	}
 	if rules := p.rules.load(); len(rules) > 0 {
 		x.pl = evaluate(rules, r, x.rec.model, x.rec.hasModel)

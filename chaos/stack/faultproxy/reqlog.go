@@ -66,6 +66,7 @@ type logRecord struct {
 	model          string
 	hasModel       bool
 	stream         bool
+	resumed        bool
 	path           string
 	upstreamStatus int
 	replicaName    string
@@ -105,6 +106,8 @@ func (rec *logRecord) appendJSON(b []byte) []byte {
 	}
 	b = append(b, `,"stream":`...)
 	b = strconv.AppendBool(b, rec.stream)
+	b = append(b, `,"resumed":`...)
+	b = strconv.AppendBool(b, rec.resumed)
 	b = append(b, `,"path":`...)
 	b = appendJSONString(b, rec.path)
 	b = append(b, `,"rule":`...)

@@ -13,7 +13,7 @@ import (
 )
 
 var logFields = []string{"request_id", "t_arrival", "t_headers", "t_first_token", "t_finish", "status",
-	"outcome", "output_tokens", "model", "stream", "path", "rule", "replica", "upstream_status"}
+	"outcome", "output_tokens", "model", "stream", "resumed", "path", "rule", "replica", "upstream_status"}
 
 func TestRequestLogFieldsAndOutcomes(t *testing.T) {
 	mode := ""

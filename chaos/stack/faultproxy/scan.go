@@ -70,34 +70,35 @@ func skipValue(b []byte, i int) int {
 	return j
 }
 
-// scanRequest reads the top-level `model` and `stream` of a request body; ok is false when the
-// body is not a JSON object.
-func scanRequest(b []byte) (model string, hasModel, stream, ok bool) {
+// scanRequest reads the top-level `model`, `stream` and `continue_final_message` (a request that
+// resumes a partial answer, vLLM's continuation flag) of a request body; ok is false when the body
+// is not a JSON object.
+func scanRequest(b []byte) (model string, hasModel, stream, resumed, ok bool) {
 	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
-		return "", false, false, false
+		return "", false, false, false, false
 	}
 	i = skipWS(b, i+1)
 	if i < len(b) && b[i] == '}' {
-		return "", false, false, skipWS(b, i+1) == len(b)
+		return "", false, false, false, skipWS(b, i+1) == len(b)
 	}
 	for {
 		if i >= len(b) || b[i] != '"' {
-			return "", false, false, false
+			return "", false, false, false, false
 		}
 		ke := stringEnd(b, i)
 		if ke < 0 {
-			return "", false, false, false
+			return "", false, false, false, false
 		}
 		key := b[i+1 : ke-1]
 		i = skipWS(b, ke)
 		if i >= len(b) || b[i] != ':' {
-			return "", false, false, false
+			return "", false, false, false, false
 		}
 		i = skipWS(b, i+1)
 		ve := skipValue(b, i)
 		if ve < 0 {
-			return "", false, false, false
+			return "", false, false, false, false
 		}
 		switch string(key) {
 		case "model":
@@ -109,6 +110,8 @@ func scanRequest(b []byte) (model string, hasModel, stream, ok bool) {
 			}
 		case "stream":
 			stream = string(b[i:ve]) == "true"
+		case "continue_final_message":
+			resumed = string(b[i:ve]) == "true"
 		}
 		i = skipWS(b, ve)
 		if i < len(b) && b[i] == ',' {
@@ -118,11 +121,11 @@ func scanRequest(b []byte) (model string, hasModel, stream, ok bool) {
 		if i < len(b) && b[i] == '}' {
 			ok = skipWS(b, i+1) == len(b)
 			if !ok {
-				return "", false, false, false
+				return "", false, false, false, false
 			}
-			return model, hasModel, stream, true
+			return model, hasModel, stream, resumed, true
 		}
-		return "", false, false, false
+		return "", false, false, false, false
 	}
 }
 
