@@ -4,7 +4,8 @@ One run starts two simulators, each with a chaos-faultproxy in front, and sends 
 streaming chat completions (16 tokens, `ignore_eos`) in interleaved rounds over three paths:
 `direct` (client -> simulator), `proxy` (client -> proxy -> simulator) and `proxy+rule` (the same
 proxy with one installed rule that matches nothing: the hot path that evaluates rules; the
-rule's `seen` counter is checked). Every path gets the same wall time per round, at C = 64 and
+rule's `seen` counter is checked), and `toxiproxy` (client -> the real Toxiproxy -> simulator: a
+plain TCP relay, which parses nothing, as the floor any proxy on this host pays). Every path gets the same wall time per round, at C = 64 and
 C = 256 streams (C workers, one keep-alive connection each).
 
 throughput -- upstream `--profile instant` (no modelled GPU time: the simulator's Python is the
@@ -22,11 +23,11 @@ latency -- upstream `--profile h200 --time-scale 8` (GPU-like pace: a decode ste
 p50/p99: per request, from sending it to the end of the chunked body (`data: [DONE]` and the
 terminating chunk). The client is a minimal asyncio protocol on uvloop (one write per request, no
 HTTP library), cheap enough that the comparison measures the proxy rather than the client.
-`proxy us/req` is the proxy's CPU time per completed request; `others` is the host's busy CPU
+`proxy us/req` is the proxy's (or Toxiproxy's) CPU time per completed request; `others` is the host's busy CPU
 (cores) outside this bench's processes during that path's windows: the machine may be shared,
 and above ~0.1 the figures are disturbed.
 Last line: `RESULT added_p50_ms=.. added_p99_ms=.. throughput_ratio=..` at C = 64: the latency
-phase's added P50/P99 and the throughput phase's proxy/direct req/s.
+phase's added P50/P99 and the throughput phase's proxy/direct req/s, and toxiproxy/direct req/s.
     .venv/bin/python bench/faultproxy.py [--rounds 4] [--seconds 2] [--concurrency 64,256]
 """
 from __future__ import annotations
@@ -47,12 +48,15 @@ from pathlib import Path
 import psutil
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from chaos.stack.toxiproxy import ToxiproxyServer  # noqa: E402
+
 PY = sys.executable
 BINARY = REPO / ".tools" / "bin" / "chaos-faultproxy"
 BODY = json.dumps({"model": "sim-model", "messages": [{"role": "user", "content": "hello"}],
                    "max_tokens": 16, "ignore_eos": True, "stream": True}).encode()
 TOKEN = "bench-token"
-PATHS = ("direct", "proxy", "proxy+rule")
+PATHS = ("direct", "proxy", "proxy+rule", "toxiproxy")
 NOMATCH_RULE = {"name": "bench-nomatch", "kind": "abort", "status": 503,
                 "match": {"path": "/never", "header": {"x-bench": "never"}}}
 
@@ -184,16 +188,16 @@ def pct(values: list[float], q: float) -> float:
     return v[min(len(v) - 1, max(0, int(q * len(v) + 0.999999) - 1))]
 
 
-async def phase(up: int, fp: int, conc: int, rounds: int, seconds: float, think_s: float,
+async def phase(up: int, fp: int, tp: int, conc: int, rounds: int, seconds: float, think_s: float,
                 meter: Meter) -> dict:
     """Interleaved rounds over the three paths; the no-match rule is installed only for the third.
     Per path: latencies, req/s per round, [proxy CPU s, requests, other processes' CPU s, wall s]."""
     res: dict[str, tuple[list[float], list[float], list[float]]] = {k: ([], [], [0.0] * 4) for k in PATHS}
-    ports = {"direct": up, "proxy": fp, "proxy+rule": fp}
-    for port in (up, fp):
+    ports = {"direct": up, "proxy": fp, "proxy+rule": fp, "toxiproxy": tp}
+    for port in (up, fp, tp):
         await window(port, conc, 0.5, think_s)  # warm-up: connections, caches, the proxy's pools
     for i in range(rounds):
-        for name in PATHS[i % 3:] + PATHS[:i % 3]:
+        for name in PATHS[i % len(PATHS):] + PATHS[:i % len(PATHS)]:
             if name == "proxy+rule":
                 admin(fp, "POST", "/_chaos/rules", NOMATCH_RULE)
             b0, o0, p0, w0 = *meter.read(), time.perf_counter()
@@ -240,14 +244,17 @@ def main() -> int:
     concs = [int(c) for c in args.concurrency.split(",")]
     subprocess.run([str(REPO / "scripts" / "build-faultproxy.sh")], check=True)
     ups = {"instant": ["--profile", "instant"], "paced": ["--profile", "h200", "--time-scale", "8"]}
-    ports = {k: (free_port(), free_port()) for k in ups}
+    ports = {k: (free_port(), free_port(), free_port()) for k in ups}
     results: dict[int, dict[str, dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         tok = Path(tmp) / "token"
         tok.write_text(TOKEN + "\n")
         cmds = []
+        toxi = ToxiproxyServer("127.0.0.1", free_port()).start()  # a plain TCP relay: the floor for any proxy
+        toxi.create_proxies([{"name": f"bench-{n}", "listen": f"127.0.0.1:{p[2]}", "upstream": f"127.0.0.1:{p[0]}"}
+                             for n, p in ports.items()])
         for name, flags in ups.items():
-            up, fp = ports[name]
+            up, fp, _ = ports[name]
             cmds.append([PY, "-m", "chaos.stack.sim", "--port", str(up), *flags])
             cmds.append([str(BINARY), "--listen", f"127.0.0.1:{fp}", "--upstream", f"http://127.0.0.1:{up}",
                          "--name", f"bench-{name}", "--token-file", str(tok),
@@ -255,18 +262,22 @@ def main() -> int:
         procs = [subprocess.Popen(c, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                  for c in cmds]
         try:
-            for up, fp in ports.values():
+            for up, fp, tp in ports.values():
                 wait_ready(up)
                 wait_ready(fp)
+                wait_ready(tp)
             import uvloop
             ps = [psutil.Process(p.pid) for p in procs]
-            meter = Meter(ps, ps[1::2])
+            assert toxi.proc is not None
+            tp = psutil.Process(toxi.proc.pid)
+            meter = Meter(ps + [tp], ps[1::2] + [tp])
             for conc in concs:
                 results[conc] = {
                     name: summary(uvloop.run(phase(*ports[name], conc, args.rounds, args.seconds,
                                                    think, meter)))
                     for name, think in (("instant", 0.0), ("paced", 0.005))}
         finally:
+            toxi.stop()
             for p in procs:
                 p.terminate()
             for p in procs:
@@ -284,7 +295,9 @@ def main() -> int:
     added50 = r["paced"]["proxy"][0] - r["paced"]["direct"][0]
     added99 = r["paced"]["proxy"][1] - r["paced"]["direct"][1]
     ratio = r["instant"]["proxy"][2] / r["instant"]["direct"][2]
-    print(f"RESULT added_p50_ms={added50:.2f} added_p99_ms={added99:.2f} throughput_ratio={ratio:.3f}")
+    relay = r["instant"]["toxiproxy"][2] / r["instant"]["direct"][2]
+    print(f"RESULT added_p50_ms={added50:.2f} added_p99_ms={added99:.2f} throughput_ratio={ratio:.3f} "
+          f"toxiproxy_ratio={relay:.3f}")
     return 0
 
 
