@@ -36,7 +36,7 @@ def up(env: str = EnvOption,
 
     cleanup(e)
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
     stack = EmbeddedStack(e, log=lambda s: typer.echo(f"chaos: {s}"))
     stack.up(timeout)

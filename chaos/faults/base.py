@@ -54,12 +54,12 @@ def current_policy() -> Policy:
 
 @contextlib.contextmanager
 def _critical() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM (main thread) and the act lock so a record and its action stay together."""
+    """Hold SIGINT/SIGTERM/SIGHUP (main thread) and the act lock so a record and its action stay together."""
     main = threading.current_thread() is threading.main_thread()
     with _act_lock:
         if main:
             _ledger.enter_critical()
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM}) if main else None
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, set(_ledger.HANDLED)) if main else None
         try:
             yield
         finally:

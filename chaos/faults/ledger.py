@@ -214,6 +214,7 @@ def revert_all(*, by: str = "signal") -> list[str]:
     return out
 
 
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, a cancelled CI job, a closed terminal
 _previous: dict[int, Any] = {}
 _critical_depth = 0  # > 0 while the main thread records+acts; a signal then waits until it is done
 _deferred: list[int] = []
@@ -249,10 +250,10 @@ def _handler(signum: int, frame: Any) -> None:
 
 
 def install_signal_handlers() -> None:
-    """On SIGINT/SIGTERM: revert active faults, then chain to the old handler or exit (130 / 143)."""
+    """On SIGINT/SIGTERM/SIGHUP: revert active faults, then chain to the old handler or exit (130 / 143 / 129)."""
     if threading.current_thread() is not threading.main_thread():
         return
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in HANDLED:
         cur = signal.getsignal(sig)
         if cur is not _handler:
             _previous[sig] = cur

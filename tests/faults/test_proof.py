@@ -1,4 +1,4 @@
-"""The proof: a harness injecting faults is SIGINT/SIGTERM/SIGKILLed at seeded random moments; afterwards
+"""The proof: a harness injecting faults is SIGINT/SIGTERM/SIGHUP/SIGKILLed at seeded random moments; afterwards
 (after `cleanup` for SIGKILL) no toxic is left, no process is stopped, no container is paused."""
 from __future__ import annotations
 
@@ -54,10 +54,10 @@ def test_interrupted_harness_never_leaves_a_fault_behind(toxiproxy_server, proxy
     client = toxiproxy_server.client()
     container = _docker_container(request)
     rng = random.Random(20240229)
-    sigs = [signal.SIGINT, signal.SIGTERM, signal.SIGKILL]
+    sigs = [signal.SIGINT, signal.SIGTERM, signal.SIGKILL, signal.SIGHUP]
     seen = []
     for rnd in range(ROUNDS):
-        sig = sigs[rnd % 3]
+        sig = sigs[rnd % len(sigs)]
         state = tmp_path / f"r{rnd}"
         port = free_port()
         args = [sys.executable, HARNESS, str(state), toxiproxy_server.api, name, str(port), str(rng.randrange(10**6))]
@@ -74,7 +74,7 @@ def test_interrupted_harness_never_leaves_a_fault_behind(toxiproxy_server, proxy
                 h.wait()
         err = h.stderr.read().decode()
         assert "Traceback" not in err or "KeyboardInterrupt" in err, err
-        expected = {signal.SIGINT: (-2, 130), signal.SIGTERM: (143,), signal.SIGKILL: (-9,)}[sig]
+        expected = {signal.SIGINT: (-2, 130), signal.SIGTERM: (143,), signal.SIGKILL: (-9,), signal.SIGHUP: (129,)}[sig]
         assert rc in expected, (sig, rc, err[-2000:])
         ledger = Ledger(state)
         if sig != signal.SIGKILL:
