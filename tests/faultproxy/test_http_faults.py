@@ -15,12 +15,13 @@ from chaos.faults import http as H
 from chaos.faults.proxy_admin import FaultProxyError
 
 
-def call(url: str, *, stream: bool = True, max_tokens: int = 8, timeout: float = 10.0, headers=None, model="sim-model"):
+def call(url: str, *, stream: bool = True, max_tokens: int = 8, timeout: float = 10.0, headers=None, model="sim-model",
+         **extra):
     """One chat request; returns (status, headers, body bytes, seconds, error or None). A cut is an error."""
     u = urlsplit(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
     body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": max_tokens,
-                       "stream": stream, **({"stream_options": {"include_usage": True}} if stream else {})})
+                       "stream": stream, **({"stream_options": {"include_usage": True}} if stream else {}), **extra})
     t0 = time.monotonic()
     try:
         conn.request("POST", "/v1/chat/completions", body=body,
