@@ -5,7 +5,6 @@ Skips without `.tools/vllm` (it is not part of `make setup`); CHAOS_REQUIRE=vllm
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from pathlib import Path
 from typing import Iterator
@@ -15,41 +14,17 @@ import pytest
 from chaos.env.model import RetryPolicy
 from chaos.faults import http as H
 from chaos.faults.tokens import TokenRef
-from chaos.pytest_plugin import require_component
 from chaos.resilience.client import ResilientClient
 from chaos.stack.faultproxy import FaultProxyServer
-from chaos.stack.launcher import completion_ok
-from chaos.targets import _proc
 from chaos.verify.accounting import ServerLog, accounting_verdict, read_server_log
-from tests._support import REPO, free_port
+from tests._support import free_port
+from tests._vllm import vllm_server
 from tests.faultproxy.test_http_faults import call, tokens
-
-SERVE = REPO / ".tools" / "vllm" / "bin" / "vllm-serve"
-MODEL = REPO / ".tools" / "vllm" / "models" / "tiny-llama"
-START_S = 240.0  # measured 29-80 s here; a busy 2-core machine takes longer
-
 
 @pytest.fixture(scope="module")
 def vllm(tmp_path_factory) -> Iterator[str]:
-    missing = None if SERVE.exists() and MODEL.exists() else "no .tools/vllm (run `make setup-vllm`)"
-    require_component("vllm", missing)
-    port = free_port()
-    log = tmp_path_factory.mktemp("vllm") / "vllm.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(["nice", "-n", "10", str(SERVE), str(MODEL), "--host", "127.0.0.1", "--port", str(port),
-                                 "--served-model-name", "sim-model", "--max-model-len", "2048", "--enforce-eager"],
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + START_S
-        while not completion_ok(url, "sim-model", timeout=30):
-            assert proc.poll() is None, f"vllm serve exited {proc.returncode}: {log.read_text()[-2000:]}"
-            assert time.monotonic() < deadline, f"vllm serve not serving after {START_S:g} s"
-            time.sleep(1.0)
+    with vllm_server(tmp_path_factory.mktemp("vllm")) as url:
         yield url
-    finally:
-        _proc.kill_group(proc.pid)
-        proc.wait(30)
 
 
 @pytest.fixture(scope="module")

@@ -94,10 +94,14 @@ def test_non_json_and_bad_utf8(sim: Sim) -> None:
     assert 400 <= sim.request("POST", "/v1/completions", raw=huge)[0] < 500
 
 
-def test_oversize_max_tokens_is_clamped(sim: Sim) -> None:
-    st, data, _ = sim.request("POST", "/v1/completions", {"prompt": "a b c", "max_tokens": 10_000,
+def test_prompt_plus_max_tokens_is_clamped_but_max_tokens_over_the_length_is_a_400(sim: Sim) -> None:
+    # as real vLLM 0.32 does (measured, docs/vllm-fidelity.md)
+    st, data, _ = sim.request("POST", "/v1/completions", {"prompt": "a b c", "max_tokens": 256,
                                                           "ignore_eos": True})
     assert st == 200 and json.loads(data)["usage"]["completion_tokens"] == 256 - 3
+    st, data, _ = sim.request("POST", "/v1/completions", {"prompt": "a b c", "max_tokens": 10_000})
+    err = json.loads(data)["error"]
+    assert st == 400 and err["param"] == "max_tokens" and "cannot be greater than max_model_len=256" in err["message"]
 
 
 def test_metrics_names_types_buckets(sim: Sim) -> None:

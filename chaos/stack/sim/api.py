@@ -150,7 +150,13 @@ class Api:
         except web.HTTPRequestEntityTooLarge:
             raise P.ApiError(413, "Request body too large.") from None
         try:
-            body = json.loads(raw)
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise P.DetailError(400, "There was an error parsing the body") from None
+        try:
+            body = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise P.json_error(e) from None
         except (ValueError, RecursionError):
             raise P.ApiError(400, "Invalid JSON in request body.") from None
         return P.parse_request(body, chat, self.names, self.cfg.max_model_len or 0)

@@ -20,14 +20,34 @@ class ApiError(Exception):
     def __init__(self, status: int, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.param = status, message, param
+        self.kind: str | None = None  # the error type, when not the one the status implies
 
     def body(self) -> bytes:
+        if self.kind:
+            return json.dumps({"error": {"message": self.message, "type": self.kind, "param": self.param,
+                                         "code": self.status}}).encode()
         return error_body(self.status, self.message, self.param)
 
 
 def error_obj(status: int, message: str, param: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": ERROR_TYPES.get(status, "APIError"),
                       "param": param, "code": status}}
+
+
+class DetailError(ApiError):
+    """An error vLLM answers in FastAPI's plain shape, `{"detail": ...}` (a body it could not parse)."""
+
+    def body(self) -> bytes:
+        return json.dumps({"detail": self.message}).encode()
+
+
+def json_error(e: json.JSONDecodeError) -> ApiError:
+    """Malformed JSON, worded as vLLM 0.32 words it (pydantic's json_invalid)."""
+    loc = f"body.{e.pos}"
+    err = ApiError(400, f"1 validation error:\n  {{'type': 'json_invalid', 'loc': '{loc}', 'msg': 'JSON decode "
+                   f"error', 'input': '<dict of 0 items>', 'ctx': {{'error': '{e.msg}'}}}}", loc)
+    err.kind = "Bad Request"
+    return err
 
 
 def error_body(status: int, message: str, param: str | None = None) -> bytes:
@@ -113,7 +133,7 @@ def parse_request(body: Any, chat: bool, model_names: tuple[str, ...], max_model
     if model is not None and not isinstance(model, str):
         raise _bad("model must be a string.", "model")
     if model is not None and model not in model_names:
-        raise ApiError(404, f"The model `{model}` does not exist.", "model")
+        raise ApiError(404, f"The model `{model}` does not exist. Valid aliases: {', '.join(model_names)}.", "model")
     text = _messages_text(body) if chat else _prompt_text(body)
     _num(body, "temperature", 0.0)
     _num(body, "top_p", 0.0, 1.0, lo_open=True)
@@ -141,6 +161,9 @@ def parse_request(body: Any, chat: bool, model_names: tuple[str, ...], max_model
                       is not None else "max_tokens", 1, integer=True)
     if max_tokens is None and not chat:
         max_tokens = 16
+    if max_tokens is not None and max_model_len and max_tokens > max_model_len:  # vLLM 0.32; only the sum is clamped
+        raise _bad(f"max_tokens={max_tokens} cannot be greater than max_model_len={max_model_len}. Please request "
+                   f"fewer output tokens. (parameter=max_tokens, value={max_tokens})", "max_tokens")
     stream = _bool(body, "stream")
     opts = body.get("stream_options")
     include_usage = False
@@ -155,9 +178,10 @@ def parse_request(body: Any, chat: bool, model_names: tuple[str, ...], max_model
     if not tokens:
         raise _bad("The decoder prompt cannot be empty", "prompt")
     if len(tokens) >= max_model_len:
-        raise ApiError(400, f"This model's maximum context length is {max_model_len} tokens. "
-                       f"However, your request has {len(tokens)} input tokens. Please reduce the "
-                       "length of the input messages.", "input_tokens")
+        raise ApiError(400, f"This model's maximum context length is {max_model_len} tokens. However, your "
+                       f"prompt contains at least {len(tokens)} input tokens, which exceeds this limit even "
+                       "without any output tokens. Please reduce the length of the input prompt. "
+                       f"(parameter=input_tokens, value={len(tokens)})", "input_tokens")
     return Parsed(chat, model or model_names[0], text, tokens, max_tokens, stream, include_usage,
                   ignore_eos)
 
