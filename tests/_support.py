@@ -4,7 +4,9 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from chaos.pytest_plugin import require_component
 
@@ -79,3 +81,23 @@ def require(component: str) -> None:
     else:
         raise ValueError(f"require(): unknown component {component!r}; known: {sorted(_CHECKS)} or image:<name>")
     require_component(component, reason, also=tuple(keys))
+
+
+@contextmanager
+def hand_started_sim(log_dir: Path, *flags: str) -> Iterator[str]:
+    """A simulator started as a user would start any server (no request log, no admin token); yields its URL."""
+    import subprocess
+    import sys
+
+    from chaos.targets.base import http_health, wait_until
+
+    port = free_port()
+    with open(log_dir / "sim.log", "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "chaos.stack.sim", "--port", str(port), "--profile", "instant",
+                                 "--served-model-name", "sim-model", *flags], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: http_health("127.0.0.1", port), 30.0, what="sim /health", target="hand-started sim")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -3,8 +3,6 @@ fault proxy in front of it with its token in a file."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Iterator
 
@@ -16,8 +14,7 @@ from chaos.faults.ledger import Ledger
 from chaos.faults.tokens import TokenRef
 from chaos.pytest_plugin import require_component
 from chaos.stack.faultproxy import FaultProxyServer, find_binary
-from chaos.targets.base import http_health, wait_until
-from tests._support import free_port
+from tests._support import free_port, hand_started_sim
 
 
 def faultproxy_missing() -> str | None:
@@ -37,17 +34,8 @@ def faultproxy_bin() -> str:
 @pytest.fixture(scope="module")
 def backend(tmp_path_factory) -> Iterator[str]:
     """A simulator started by hand, as a user would: no request log, no admin token."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("backend") / "sim.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "chaos.stack.sim", "--port", str(port), "--profile", "instant",
-                                 "--served-model-name", "sim-model"], stdout=out, stderr=subprocess.STDOUT)
-    try:
-        wait_until(lambda: http_health("127.0.0.1", port), 30.0, what="sim /health", target="backend")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with hand_started_sim(tmp_path_factory.mktemp("backend")) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

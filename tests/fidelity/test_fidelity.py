@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from chaos.targets.base import http_health, wait_until
 from chaos.verify.fidelity import diff, observe
-from tests._support import free_port
+from tests._support import hand_started_sim
 from tests._vllm import vllm_server
 
 REFERENCE = json.loads((Path(__file__).parent / "reference-vllm-0.32.0.json").read_text())
@@ -35,18 +32,8 @@ def known(probe: str, field: str, ref: object, got: object) -> bool:
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory) -> Iterator[str]:
-    port = free_port()
-    log = tmp_path_factory.mktemp("fidelity") / "sim.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "chaos.stack.sim", "--port", str(port), "--profile", "instant",
-                                 "--served-model-name", "sim-model", "--max-model-len", str(LEN)],
-                                stdout=out, stderr=subprocess.STDOUT)
-    try:
-        wait_until(lambda: http_health("127.0.0.1", port), 30.0, what="sim /health", target="fidelity sim")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with hand_started_sim(tmp_path_factory.mktemp("fidelity"), "--max-model-len", str(LEN)) as url:
+        yield url
 
 
 def test_the_simulator_matches_real_vllm(sim):

@@ -2,8 +2,8 @@
 
 Fields: request_id (the client's x-request-id, else generated), t_arrival, t_scheduled,
 t_first_token, t_finish (time.time() epoch seconds, null when the phase never happened;
-t_first_token of a stream is when its first token's chunk was handed to the kernel, else when
-the step that produced it ended),
+t_first_token of a stream is the moment its first token's chunk started being written to the
+socket, else when the step that produced it ended),
 prompt_tokens, output_tokens, status (HTTP status sent), outcome (stop|length|abort|error|
 rejected), model, stream. Each line reaches the OS as it is written (before a stream's last bytes
 go out), so a SIGKILLed simulator never leaves a success the log lacks.
