@@ -50,6 +50,7 @@ import psutil
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from chaos.stack.toxiproxy import ToxiproxyServer  # noqa: E402
+from chaos.targets import _proc  # noqa: E402
 
 PY = sys.executable
 BINARY = REPO / ".tools" / "bin" / "chaos-faultproxy"
@@ -279,12 +280,7 @@ def main() -> int:
         finally:
             toxi.stop()
             for p in procs:
-                p.terminate()
-            for p in procs:
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+                _proc.terminate(p, 10)
     print(f"{args.rounds} interleaved rounds x {args.seconds:g} s per path; streaming chat completions "
           f"of 16 tokens; {os.cpu_count()} CPUs")
     for conc, r in results.items():

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 from typing import Optional
 
@@ -19,13 +18,9 @@ def _token_file(explicit: Optional[str], listen: str, state_dir: str) -> str | N
         return explicit
     if os.environ.get("CHAOS_PROXY_TOKEN"):
         return None
-    path = Path(state_dir).resolve() / f"faultproxy-{listen.replace(':', '-')}.token"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(24) + "\n")
-    return str(path)
+    from chaos.faults.tokens import token_file
+
+    return token_file(Path(state_dir) / f"faultproxy-{listen.replace(':', '-')}.token").file
 
 
 def register(app: typer.Typer) -> None:

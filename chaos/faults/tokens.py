@@ -84,9 +84,9 @@ def from_record(auth: dict[str, Any] | None) -> TokenRef | None:
     return TokenRef(env=auth.get("env"), file=auth.get("file"), config=tuple(config) if config else None)
 
 
-def stack_token(state_dir: str | os.PathLike[str]) -> TokenRef:
-    """The embedded stack's admin token file (created 0600 with a random token on first use)."""
-    path = Path(state_dir).resolve() / STACK_TOKEN_FILE
+def token_file(path: str | os.PathLike[str]) -> TokenRef:
+    """A token file, created 0600 with a random token when missing (kept when another process made it first)."""
+    path = Path(path).resolve()
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -97,3 +97,8 @@ def stack_token(state_dir: str | os.PathLike[str]) -> TokenRef:
             with os.fdopen(fd, "w") as f:
                 f.write(secrets.token_urlsafe(24) + "\n")
     return TokenRef(file=str(path))
+
+
+def stack_token(state_dir: str | os.PathLike[str]) -> TokenRef:
+    """The embedded stack's admin token file (created 0600 with a random token on first use)."""
+    return token_file(Path(state_dir) / STACK_TOKEN_FILE)
