@@ -25,9 +25,11 @@ def _stack_file(env_name: str) -> Path:
 @env_app.command("up")
 def up(env: str = EnvOption,
        detach: bool = typer.Option(False, "--detach", "-d", help="start in the background and return"),
-       timeout: float = typer.Option(60.0, help="seconds to wait for the stack to serve")) -> None:
+       timeout: float = typer.Option(0.0, help="seconds to wait for the stack to serve "
+                                                "(default: the environment's slas.cold_start_s)")) -> None:
     """Start the embedded stack (Toxiproxy, replicas, gateway) and wait until it serves."""
     e = load(env)
+    timeout = timeout or e.slas.cold_start_s
     if detach:
         _up_detached(env, e.state_dir, timeout)
         return

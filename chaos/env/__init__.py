@@ -11,6 +11,7 @@ from chaos.env.model import (
     RetryPolicy,
     Safety,
     SimulatorOptions,
+    VllmOptions,
     SLAs,
     Target,
     ToxiproxyConfig,
@@ -19,6 +20,6 @@ from chaos.env.model import (
 
 __all__ = [
     "BreakerPolicy", "Endpoints", "Environment", "FaultProxyConfig", "GatewayConfig", "LatencySLA", "LoadProfile", "RetryPolicy", "Safety",
-    "SimulatorOptions", "SLAs", "Target", "ToxiproxyConfig", "ToxiproxyProxy",
+    "SimulatorOptions", "VllmOptions", "SLAs", "Target", "ToxiproxyConfig", "ToxiproxyProxy",
     "available", "environments_dir", "expand_vars", "load", "parse", "resolve_path",
 ]

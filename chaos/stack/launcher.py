@@ -28,8 +28,6 @@ from chaos.targets import Target, make_target
 from chaos.targets import _proc
 from chaos.targets.process import ProcessTarget
 
-READY_TIMEOUT_S = 60.0
-
 
 def completion_ok(api: str, model: str, timeout: float = 5.0, api_key: str | None = None,
                   prompt: str = "ping") -> bool:
@@ -64,8 +62,11 @@ class EmbeddedStack:
         self.started_at: float | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def up(self, timeout: float = READY_TIMEOUT_S) -> "EmbeddedStack":
-        """Start everything and wait until a real completion succeeds through the client proxy."""
+    def up(self, timeout: float | None = None) -> "EmbeddedStack":
+        """Start everything and wait until a real completion succeeds through the client proxy.
+
+        Default wait: the environment's cold-start SLA (a real vLLM replica takes a minute here)."""
+        timeout = timeout or self.env.slas.cold_start_s
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.started_at = time.time()
         try:
@@ -120,8 +121,9 @@ class EmbeddedStack:
         self.gateway.wait_healthy(timeout)
         self.log(f"gateway up on {self.env.gateway.listen}")
 
-    def wait_serving(self, timeout: float = READY_TIMEOUT_S) -> float:
+    def wait_serving(self, timeout: float | None = None) -> float:
         """Block until a real completion succeeds at the client endpoint; returns seconds waited."""
+        timeout = timeout or self.env.slas.cold_start_s
         t0 = time.monotonic()
         deadline = t0 + timeout
         while time.monotonic() < deadline:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from chaos.faults.tokens import TokenRef
     from chaos.env import Target as TargetConfig
 
-__all__ = ["Target", "make_target", "sim_args", "admin_token"]
+__all__ = ["Target", "make_target", "sim_args", "vllm_args", "vllm_env", "admin_token"]
 
 
 def admin_token(state_dir: str | os.PathLike[str]) -> "TokenRef":
@@ -46,6 +46,34 @@ def sim_args(cfg: "TargetConfig", *, run_id: str, state_dir: str | os.PathLike[s
     return args + list(sim.extra_args)
 
 
+def vllm_args(cfg: "TargetConfig", *, env: "Environment | None" = None, model: str | None = None) -> list[str]:
+    """`vllm serve` arguments (model first) for a target with vllm options."""
+    v = cfg.vllm
+    assert v is not None
+    args = [model or v.model, "--host", "0.0.0.0" if cfg.kind == "docker" else cfg.host, "--port", str(cfg.port),
+            "--tensor-parallel-size", str(cfg.tp_size), "--max-model-len", str(v.max_model_len)]
+    if env is not None:
+        args += ["--served-model-name", env.endpoints.model]
+    if v.max_num_seqs:
+        args += ["--max-num-seqs", str(v.max_num_seqs)]
+    if v.enforce_eager:
+        args.append("--enforce-eager")
+    return args + list(v.extra_args)
+
+
+def vllm_env(cfg: "TargetConfig") -> dict[str, str]:
+    """The variables real vLLM on CPU needs for this target (the target's own `env` wins)."""
+    v = cfg.vllm
+    assert v is not None
+    out = {"VLLM_CPU_KVCACHE_SPACE": f"{v.kv_cache_gib:g}", "VLLM_HOST_IP": "127.0.0.1",
+           "VLLM_LOOPBACK_IP": "127.0.0.1"}
+    if cfg.tp_size > 1:  # one core per rank, else the ranks' OpenMP pools fight over every core
+        out["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(str(i % (os.cpu_count() or 1)) for i in range(cfg.tp_size))
+    if v.execute_model_timeout_s:
+        out["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"] = f"{v.execute_model_timeout_s:g}"
+    return {**out, **cfg.env}
+
+
 def _rank_connect(cfg: "TargetConfig", env: "Environment | None") -> list[str]:
     if not cfg.rank_proxies or env is None or env.toxiproxy is None:
         return []
@@ -61,15 +89,23 @@ def make_target(target_cfg: "TargetConfig", *, run_id: str, state_dir: str | os.
 
     cfg = target_cfg
     args = sim_args(cfg, run_id=run_id, state_dir=state_dir, env=env) if cfg.simulator else []
+    variables = vllm_env(cfg) if cfg.vllm else cfg.env
     if cfg.kind == "process":
-        command = list(cfg.command) or [sys.executable, "-m", "chaos.stack.sim", *args]
-        if cfg.command and args:
-            command += args
+        if cfg.vllm and not cfg.command:
+            v = cfg.vllm
+            command = (["nice", "-n", str(v.nice)] if v.nice else []) + [v.serve, *vllm_args(cfg, env=env)]
+        else:
+            command = list(cfg.command) or [sys.executable, "-m", "chaos.stack.sim", *args]
+            if cfg.command and args:
+                command += args
         return ProcessTarget(cfg.name, command, host=cfg.host, port=cfg.port, restart_policy=cfg.restart_policy,
-                             restart_delay_s=cfg.restart_delay_s, state_dir=state_dir, run_id=run_id, env=cfg.env, **kw)
+                             restart_delay_s=cfg.restart_delay_s, state_dir=state_dir, run_id=run_id, env=variables,
+                             **kw)
+    if cfg.vllm:  # the image's entrypoint is `vllm serve`; the model lives in the image
+        args = vllm_args(cfg, env=env, model=cfg.vllm.model)
     state = str(Path(state_dir).resolve())
     Path(state).mkdir(parents=True, exist_ok=True)
     return DockerTarget(cfg.name, cfg.image or "", args=list(cfg.command) + args, port=cfg.port, host=cfg.host,
                         container_name=cfg.container_name, docker_host=cfg.docker_host, run_id=run_id,
                         state_dir=state_dir, restart_policy=cfg.restart_policy, gpus=cfg.gpus, ipc_host=cfg.ipc_host,
-                        shm_size=cfg.shm_size, env=cfg.env, volumes={state: {"bind": state, "mode": "rw"}}, **kw)
+                        shm_size=cfg.shm_size, env=variables, volumes={state: {"bind": state, "mode": "rw"}}, **kw)

@@ -6,18 +6,16 @@ remote engine they are CONTAINER pids found with `ps` through exec, and signals 
 from __future__ import annotations
 
 import os
-import re
 import signal as _signal
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from chaos.errors import TargetError
-from chaos.targets import _proc
+from chaos.targets import _proc, titles
 from chaos.targets.base import http_health, wait_until
 
 LABEL_RUN, LABEL_TARGET, LABEL_STATE = "llm-chaos.run-id", "llm-chaos.target", "llm-chaos.state-dir"
-RANK_RE = re.compile(r"(?:chaos-sim-rank(?:\s+--rank)?|VllmWorker|VLLM::Worker)[-_ =]*(?:TP)?(\d+)")
 
 
 def client_for(docker_host: str | None = None) -> Any:
@@ -201,16 +199,13 @@ class DockerTarget:
         return [(int(p[ip]), p[ic]) for p in top["Processes"]]
 
     def rank_pids(self) -> list[int]:
-        """Simulator: [engine pid] + rank workers; vLLM: the worker processes ordered by rank."""
+        """TP ranks, rank 0 first (titles.rank_pids: vLLM's workers, or the simulator's engine + ranks)."""
+        return titles.rank_pids(self._processes(), None)
+
+    def engine_pid(self) -> int | None:
+        """vLLM's `VLLM::EngineCore`, or the simulator's main process (its engine)."""
         procs = self._processes()
-        ranked = sorted((int(m.group(1)), pid) for pid, cmd in procs if (m := RANK_RE.search(cmd)))
-        workers = [pid for _, pid in ranked]
-        if any("Vllm" in cmd or "VLLM" in cmd for _, cmd in procs if RANK_RE.search(cmd)):
-            return workers
-        mains = [pid for pid, cmd in procs if ("chaos sim" in cmd or "chaos.stack.sim" in cmd)
-                 and not RANK_RE.search(cmd) and "docker-init" not in cmd]
-        main = mains[-1] if mains else self.pid()
-        return ([main] if main else []) + workers
+        return titles.engine_pid(procs, (titles.rank_pids(procs, None) or [None])[0])
 
     def signal(self, pid: int, sig: int) -> None:
         if self.remote:

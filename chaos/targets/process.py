@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import threading
@@ -12,10 +11,9 @@ from pathlib import Path
 from typing import IO, Callable
 
 from chaos.errors import TargetError
-from chaos.targets import _proc
+from chaos.targets import _proc, titles
 from chaos.targets.base import http_health, wait_until
 
-RANK_RE = re.compile(r"(?:chaos-sim-rank(?:\s+--rank)?|VllmWorker|VLLM::Worker)[-_ =]*(?:TP)?(\d+)")
 
 
 def _unblock_signals() -> None:
@@ -94,6 +92,9 @@ class ProcessTarget:
                 if gen != self._gen or self._stopping.is_set():
                     continue
                 self.events.append((time.time(), "exit", rc))
+                # like a container runtime when PID 1 exits: what the main process left behind goes too
+                # (a killed VLLM::EngineCore orphans its workers, which hold memory and /dev/shm for seconds)
+                _proc.kill_group(proc.pid, timeout=5.0, sleep=self._sleep)
                 again = self.restart_policy == "always" or (self.restart_policy == "on-failure" and rc != 0)
                 if not again:
                     self._proc = None
@@ -177,17 +178,20 @@ class ProcessTarget:
         members = _proc.group_pids(pid) if pid else []
         return bool(members) and all(_proc.state(p) == "T" for p in members)
 
-    def rank_pids(self) -> list[int]:
-        """[main pid] + rank workers found by command line (chaos-sim-rank N / VllmWorker), by rank."""
+    def processes(self) -> list[tuple[int, str]]:
+        """(pid, command line or title) of the main process and every live descendant."""
         main = self.pid()
         if main is None:
             return []
-        ranked = []
-        for c in _proc.children(main):
-            m = RANK_RE.search(_proc.cmdline(c))
-            if m and _proc.alive(c):
-                ranked.append((int(m.group(1)), c))
-        return [main] + [pid for _, pid in sorted(ranked)]
+        return [(p, _proc.cmdline(p)) for p in [main, *_proc.children(main)] if _proc.alive(p)]
+
+    def rank_pids(self) -> list[int]:
+        """TP ranks, rank 0 first (titles.rank_pids: vLLM's workers, or the simulator's engine + ranks)."""
+        return titles.rank_pids(self.processes(), self.pid())
+
+    def engine_pid(self) -> int | None:
+        """vLLM's `VLLM::EngineCore`, or the simulator's main process (its engine)."""
+        return titles.engine_pid(self.processes(), self.pid())
 
     # -- inspection ---------------------------------------------------------------------------
     def restart_count(self) -> int:

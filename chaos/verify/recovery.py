@@ -114,10 +114,21 @@ def recovery_verdict(window: tuple[float, float], timeline: Timeline, records: S
         raise ConfigError(f"recovery window: revert {t_revert} is before inject {t_inject}")
     v = Verdict("recovery", window=window)
     health = timeline.series("health", "status")
-    t_h = time_to_health(health, t_revert, health_confirm) if health else None
-    v.add("health_back_s", slas.recovery_s, None if t_h is None else round(t_h, 3),
-          None if not health else (t_h is not None and t_h <= slas.recovery_s),
-          "no /health samples" if not health else "first of %d healthy /health samples in a row" % health_confirm)
+    # /health is "back" only after it went down: real vLLM answers 200 with a frozen engine, and the
+    # first healthy sample after the revert would then "pass" in one poll interval
+    down = [s.t for s in health if s.t >= t_inject and not _healthy(s)]
+    t_h = None
+    if down:
+        back = time_to_health(health, min(down), health_confirm)
+        t_h = None if back is None else max(0.0, min(down) + back - t_revert)
+    if not health:
+        ok, note = None, "no /health samples"
+    elif not down:
+        ok, note = None, "/health answered 200 throughout: it does not see this fault (first_completion_s judges)"
+    else:
+        ok, note = t_h is not None and t_h <= slas.recovery_s, \
+            f"first of {health_confirm} healthy /health samples in a row after it went down"
+    v.add("health_back_s", slas.recovery_s, None if t_h is None else round(t_h, 3), ok, note)
     t_c = time_to_completion(timeline.series("completion", "ok"), records, t_revert)
     v.add("first_completion_s", slas.recovery_s, None if t_c is None else round(t_c, 3),
           t_c is not None and t_c <= slas.recovery_s,

@@ -49,6 +49,27 @@ def test_health_and_first_completion_boundaries() -> None:
     assert e.value.window == (T_INJ, T_REV)
 
 
+def test_health_that_never_went_down_cannot_pass() -> None:
+    """Real vLLM answers /health 200 with a frozen engine: that is no evidence of recovery."""
+    tl = Timeline(clock=lambda: 0.0)
+    for i in range(400):
+        t = 95.0 + i * 0.1
+        tl.sample("health", "status", 200, t=t)
+        tl.sample("completion", "ok", not (T_INJ <= t < T_INJ + 3.0), t=t)
+    row = recovery_verdict((T_INJ, T_INJ), tl, [], SLA).row("health_back_s")
+    assert row.ok is None and row.measured is None and "does not see this fault" in row.detail
+
+
+def test_health_back_counts_from_when_it_went_down() -> None:
+    """Frozen rank: /health 200 for 2 s after the fault, then down until +6 s: back at 6 s, not at once."""
+    tl = Timeline(clock=lambda: 0.0)
+    for i in range(400):
+        t = 95.0 + i * 0.1
+        tl.sample("health", "status", 503 if T_INJ + 2.0 <= t < T_INJ + 6.0 else 200, t=t)
+    row = recovery_verdict((T_INJ, T_INJ), tl, [], SLA).row("health_back_s")
+    assert row.measured == pytest.approx(6.0, abs=0.01) and row.ok is False
+
+
 def test_health_flapping_is_not_healthy_yet() -> None:
     tl = Timeline()
     for i, st in enumerate([503, 200, 503, 200, 200, 200, 200]):
