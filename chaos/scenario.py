@@ -77,6 +77,7 @@ class Scenario:
 
         p = self.env.load
         kw: dict[str, Any] = dict(users=p.users, duration_s=self.scaled(p.duration_s), mix=dict(p.mix),
+                                  classes=dict(p.classes),
                                   model=self.env.endpoints.model, max_tokens=p.max_tokens, stream=p.stream,
                                   retry_policy=self.env.retry, api_key=self.env.endpoints.api_key, seed=0)
         if p.shape == "rate":
@@ -147,7 +148,7 @@ class Scenario:
         if self.load is None:
             return self.records
         with self.phase("drain load"):
-            result = self.load.wait(timeout_s=self.scaled(self.env.load.duration_s) + 60)
+            result = self.load.wait()  # the run's own deadline: its duration plus the runner's grace
             self.records = result.records
         self.load = None
         return self.records

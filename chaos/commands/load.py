@@ -35,7 +35,7 @@ def load_cmd(
     e = envmod.load(env)
     prof = e.load
     kw = dict(users=users or prof.users, duration_s=duration or prof.duration_s, shape=shape or prof.shape,
-              mix=prof.mix, model=e.endpoints.model, max_tokens=prof.max_tokens, stream=prof.stream,
+              mix=prof.mix, classes=dict(prof.classes), model=e.endpoints.model, max_tokens=prof.max_tokens, stream=prof.stream,
               retry_policy=e.retry if retry else None, api=api, workload=workload, api_key=e.endpoints.api_key,
               served_by_header=e.breaker.pool_header)
     if rate is not None or kw["shape"] == "rate":

@@ -209,6 +209,8 @@ class LoadProfile(_Strict):
     rate_per_s: float = Field(10.0, gt=0)
     duration_s: float = Field(30.0, gt=0)
     mix: dict[str, float] = {"short": 7, "long": 2, "xl": 1}
+    classes: dict[str, int] = Field({"short": 512, "long": 8192, "xl": 32768},
+                                    description="prompt tokens per class (a small model's max-model-len may need less)")
     max_tokens: int = Field(32, ge=1)
     stream: bool = True
 

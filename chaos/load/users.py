@@ -111,7 +111,8 @@ class LLMUser(FastHttpUser):
             try:
                 gevent.sleep(wait)
             except gevent.GreenletExit:
-                rec.final, rec.outcome = True, "failed"
+                # the harness ended it, not the system: neither a success nor a loss
+                rec.final, rec.outcome = True, "abandoned"
                 rec.error_detail = f"{rec.error_detail or ''} (load stopped during backoff)".strip()
                 raise
             finally:

@@ -60,6 +60,7 @@ class EmbeddedStack:
         self.gateway: ProcessTarget | None = None
         self.fault_proxies: dict[str, FaultProxyServer] = {}
         self.started_at: float | None = None
+        self.warm_rate: float | None = None  # completions/s the warm-up got through the client endpoint
 
     # -- lifecycle ---------------------------------------------------------------------------
     def up(self, timeout: float | None = None) -> "EmbeddedStack":
@@ -148,13 +149,14 @@ class EmbeddedStack:
         from chaos.load.workloads import MixWorkload
 
         def loop(i: int) -> int:
-            n, work = 0, MixWorkload(dict(self.env.load.mix), seed=i)  # the real prompt sizes
+            n, work = 0, MixWorkload(dict(self.env.load.mix), dict(self.env.load.classes), seed=i)  # the real prompt sizes
             while time.monotonic() < deadline:
                 n += completion_ok(api, model, timeout=10.0, api_key=key, prompt=work.next().text)
             return n
 
         with ThreadPoolExecutor(workers) as pool:
             sent = sum(pool.map(loop, range(workers)))
+        self.warm_rate = sent / seconds
         self._reset_gateway()
         self.log(f"warmed up with {sent} completions in {seconds:g}s")
         return sent

@@ -72,11 +72,12 @@ def _fault_errors(records: Sequence[RequestRecord], t0: float, t1: float) -> tup
     """(failed, logical requests started in [t0, t1], failed attempts, attempts sent in it)."""
     first: dict[str, float] = {}
     final_ok: dict[str, bool] = {}
+    abandoned = {r.request_id for r in records if r.final and r.outcome == "abandoned"}
     for r in records:
         first[r.request_id] = min(first.get(r.request_id, r.t_send), r.t_send)
         if r.final:
             final_ok[r.request_id] = r.ok
-    started = [rid for rid, t in first.items() if t0 <= t <= t1]
+    started = [rid for rid, t in first.items() if t0 <= t <= t1 and rid not in abandoned]
     attempts = [r for r in records if t0 <= r.t_send <= t1]
     return (sum(1 for rid in started if not final_ok.get(rid, False)), len(started),
             sum(1 for r in attempts if not r.ok), len(attempts))

@@ -1,7 +1,8 @@
 """Load: the production mix (512 / 8k / 32k tokens at 7:2:1) and 100 consecutive 32k-token requests,
 judged per prompt class against the SLAs and against the stored baseline (regression check).
 
-Set CHAOS_UPDATE_BASELINE=1 to (re)write the baseline file from this run instead of comparing.
+Set CHAOS_UPDATE_BASELINE=1 to (re)write the baseline file from this run instead of comparing; a
+missing baseline is a skip of the regression check (after the SLAs are judged), never a silent write.
 """
 from __future__ import annotations
 
@@ -35,8 +36,12 @@ def test_load_against_sla_and_baseline(stack, scenario, summary, workload: str) 
     rep.title(f"{workload} against the SLAs and the stored baseline")
     sc = scenario(f"load-{workload}")
     sc.observe(env.endpoints.api)
+    xl = env.slas.latency.get("xl")
+    # the burst runs to completion: one user sends them one after another, so 100 x the xl class's
+    # end-to-end P99 bounds it (a fixed 120 s let real vLLM finish only 49 of 100)
+    burst_deadline = 100 * (xl.e2e_p99_s if xl else 60.0) + 30
     overrides = ({"duration_s": sc.scaled(env.load.duration_s * 2)} if workload.startswith("mix")
-                 else {"workload": "burst", "workload_n": 100, "users": 1, "duration_s": 120.0})
+                 else {"workload": "burst", "workload_n": 100, "users": 1, "duration_s": burst_deadline})
     with sc.phase("run load", workload=workload):
         sc.start_load(**overrides)
         records = sc.finish_load()
@@ -46,11 +51,18 @@ def test_load_against_sla_and_baseline(stack, scenario, summary, workload: str) 
     if workload.startswith("burst"):
         n_xl = len({r.request_id for r in records if r.prompt_class == "xl"})
         assert n_xl == 100, f"the burst sent {n_xl} 32k requests, expected 100"
-    if path is not None and (os.environ.get("CHAOS_UPDATE_BASELINE") == "1" or not path.exists()):
+    missing = None
+    if path is not None and os.environ.get("CHAOS_UPDATE_BASELINE") == "1":
         write_baseline(path, records, env.slas, **BASELINE_TOLERANCE)
         rep.attach_text(path.read_text(), f"baseline written: {path}")
-    baseline = read_baseline(path) if path is not None else None
+        missing = f"baseline {path} was just written from this run; nothing to compare it with"
+    elif path is None or not path.exists():  # never written silently: a run compared with itself proves nothing
+        missing = (f"no baseline for {workload} ({path or 'environment has no baseline_file'}): record one with "
+                   f"CHAOS_UPDATE_BASELINE=1 and commit it")
+    baseline = read_baseline(path) if missing is None and path is not None else None
     lv = latency_verdict(records, env.slas, baseline=baseline)
     av = accounting_verdict(records, strict_orphans=False)
     summary.add("load", **{f"{workload}_goodput_per_s": round(lv.data["goodput_per_s"], 1)})
     judge("latency and accounting", [lv, av])
+    if missing:
+        pytest.skip(f"SLAs held; regression check skipped: {missing}")

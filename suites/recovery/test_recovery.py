@@ -21,7 +21,8 @@ from chaos.verify.accounting import accounting_verdict
 from chaos.verify.recovery import recovery_verdict
 from suites.conftest import fault_happened, judge
 
-LOADS = {"steady-users": {}, "poisson": {"rate": 20.0, "users": None, "shape": "rate"}}
+# Poisson arrivals at the environment's load.rate_per_s (what its replicas are sized for)
+LOADS = {"steady-users": {}, "poisson": {"users": None, "shape": "rate"}}
 
 
 def _hurt_target(stack) -> str:
@@ -38,14 +39,28 @@ def make_fault(kind: str, stack, name: str):
     if kind == "crash-sigkill":
         return faults.kill(t, signal.SIGKILL)
     if kind == "engine-death-exit0":
-        return faults.sim_fault(stack.direct_url(name), stack.admin_token(), "engine-death")
+        return stack.engine_death(name)  # simulator: its admin fault; real vLLM: SIGKILL of VLLM::EngineCore
     if kind == "nccl-rank-freeze":
+        if cfg.tp_size < 2:
+            pytest.skip(f"target {name} runs TP {cfg.tp_size}: there is no second rank to freeze")
         return faults.rank_freeze(t, rank=1)
     if kind == "nccl-rank-link-cut":
+        if cfg.backend == "vllm":
+            pytest.skip(f"rank-link cut: vLLM's CPU ranks of {name} talk over shared memory, not TCP, "
+                        "so there is no link for Toxiproxy to cut (on GPUs it is NCCL over NVLink/IB)")
         if not cfg.rank_proxies or stack.toxiproxy is None:
             pytest.skip(f"target {name} has no rank link through Toxiproxy")
         return faults.rank_link_cut(stack.toxiproxy, cfg.rank_proxies[0])
     raise ValueError(kind)
+
+
+def engine_timeout_s(cfg) -> float:
+    """How long the engine waits on a frozen or cut-off rank before it dies (then its supervisor restarts it)."""
+    if cfg.simulator:
+        return cfg.simulator.collective_timeout_s
+    if cfg.vllm and cfg.vllm.execute_model_timeout_s:
+        return cfg.vllm.execute_model_timeout_s
+    return 300.0  # vLLM's default VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS
 
 
 # instantaneous faults are over once injected; lasting ones are held until the engine has died
@@ -61,7 +76,9 @@ def run_recovery(stack, scenario, summary, kind: str | None, load: str) -> None:
     sc.observe(stack.direct_url(name))
     sc.observe(env.endpoints.api, source="api")
     with sc.phase("start load", profile=load):
-        sc.start_load(duration_s=120.0, **LOADS[load])
+        # long enough for the slowest allowed recovery plus the steady-state windows after it
+        sc.start_load(duration_s=2 * env.slas.recovery_s + 4 * sc.scaled(30) + 60, **LOADS[load],
+                      **({"rate": env.load.rate_per_s} if load == "poisson" else {}))
     sc.steady_state(2.0)
     target = stack.target(name)
     restarts_before = target.restart_count()
@@ -79,7 +96,7 @@ def run_recovery(stack, scenario, summary, kind: str | None, load: str) -> None:
         evidence = dict(getattr(fault, "evidence", {}) or {}, **(info or {}))
         if kind not in INSTANT:
             # hold until the engine has died of the timeout (its supervisor restarts it), then undo the cause
-            timeout = env.target(name).simulator.collective_timeout_s if env.target(name).simulator else 300
+            timeout = engine_timeout_s(env.target(name))
             deadline = time.time() + timeout + 15
             while time.time() < deadline and target.restart_count() == restarts_before:
                 time.sleep(0.1)
@@ -143,13 +160,18 @@ def _free_port() -> int:
 
 
 def _standby(stack, tmp_path, **changes):
-    """A new replica like the first stable one, on free ports, reached directly (no proxies)."""
+    """A new replica shaped like the smallest stable one, on free ports, reached directly (no proxies).
+
+    The smallest: a standby is extra memory on top of a running stack (a TP 2 vLLM replica takes
+    about 7 GB here, a TP 1 one about 5 GB)."""
     from chaos.targets import make_target
 
     env = stack.env
-    base = env.target(_hurt_target(stack))
-    if base.kind != "process" or base.simulator is None:
-        pytest.skip("the standby replica is built from a local simulator target")
+    local = [t for t in env.targets if t.pool == "stable" and t.kind == "process" and t.backend != "other"]
+    if not local:
+        pytest.skip("the standby replica is built from a local simulator or vLLM process target; "
+                    f"environment {env.name} has none")
+    base = min(local, key=lambda t: t.tp_size)
     cfg = base.model_copy(update={"name": "standby", "port": _free_port(), "serve_proxy": None, "fault_proxy": None,
                                   "rank_proxies": [],
                                   "rank_ports": [_free_port() for _ in base.rank_ports], **changes})
@@ -200,7 +222,7 @@ def test_on_failure_policy_is_caught(stack, summary, tmp_path) -> None:
         target.start()
         target.wait_healthy(env.slas.cold_start_s)
         with rep.phase("engine death (exit 0) on a replica with restart: on-failure"):
-            faults.sim_fault(url, admin_token(tmp_path), "engine-death").inject()
+            faults.engine_death(target, cfg.backend, sim_url=url, token=admin_token(tmp_path)).inject()
         with pytest.raises(AssertionError) as caught:
             with rep.phase("expect: it never comes back, and the verdict says why"):
                 check_restart_policy(target, cfg, wait_s=min(env.slas.recovery_s, 10.0))
