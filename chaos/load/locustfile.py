@@ -44,7 +44,7 @@ class Context:
     def __init__(self, cfg: LoadConfig) -> None:
         self.cfg = cfg
         self.workload = make_workload(cfg.workload, mix=cfg.mix, classes=cfg.classes, seed=cfg.seed,
-                                      n=cfg.workload_n)
+                                      n=cfg.workload_n, path=cfg.prompts_file)
         self.policy = cfg.retry_policy()
         self.environment = None
         self.schedule: pacing.ArrivalSchedule | None = None

@@ -94,9 +94,17 @@ class LLMUser(FastHttpUser):
         started = _perf()
         attempt = 1
         payload = body(prompt, api=self.cfg.api, model=self.cfg.model, max_tokens=self.cfg.max_tokens,
-                       stream=self.cfg.stream)
+                       stream=self.cfg.stream, ignore_eos=self.cfg.ignore_eos)
         while True:
-            rec, retry_after = self.attempt(rid, attempt, prompt, payload)
+            try:
+                rec, retry_after = self.attempt(rid, attempt, prompt, payload)
+            except gevent.GreenletExit:
+                if attempt > 1:  # its earlier attempts are recorded: the logical request still ends exactly once
+                    self.ctx.emit(RequestRecord(
+                        request_id=rid, attempt=attempt, t_send=_wall(), prompt_tokens=prompt.tokens,
+                        model_asked=self.cfg.model, prompt_class=prompt.prompt_class, error="other",
+                        error_detail="load stopped while this retry was in flight", outcome="abandoned"))
+                raise
             if rec.ok:
                 rec.outcome = "succeeded"
                 self.ctx.emit(rec)

@@ -25,7 +25,7 @@ DEFAULT_CLASSES = {"short": 512, "long": 8192, "xl": 32768}
 DEFAULT_MIX = {"short": 7.0, "long": 2.0, "xl": 1.0}
 DATA_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "data"
 SPECIAL_CORPUS = DATA_DIR / "special_chars.jsonl"
-WORKLOADS = ("mix", "burst", "shared_prefix", "special")
+WORKLOADS = ("mix", "burst", "shared_prefix", "special", "file")
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
@@ -51,9 +51,12 @@ class Prompt:
     tokens: int
 
 
-def body(prompt: Prompt, *, api: str, model: str, max_tokens: int, stream: bool = True) -> bytes:
+def body(prompt: Prompt, *, api: str, model: str, max_tokens: int, stream: bool = True,
+         ignore_eos: bool = False) -> bytes:
     """The JSON body of an OpenAI-compatible chat or completions request."""
     d: dict = {"model": model, "max_tokens": max_tokens, "stream": stream}
+    if ignore_eos:  # a vLLM extension: fixed-length answers, as `vllm bench serve --ignore-eos` sends
+        d["ignore_eos"] = True
     if api == "chat":
         d["messages"] = [{"role": "user", "content": prompt.text}]
     else:
@@ -172,10 +175,39 @@ class SpecialWorkload:
         return Prompt("special", text, count_tokens(text))
 
 
+def prompts_file(path: str | Path, n: int | None = None) -> ListWorkload:
+    """The prompts of a JSONL file, in order ({"prompt": text, "class": optional name} per line: the
+    format of `vllm bench serve --dataset-name custom`, so both tools can send the same prompts)."""
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{p}: cannot read prompts file: {e}") from None
+    prompts = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            raise ConfigError(f"{p}:{i}: expected one JSON object per line") from None
+        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
+            raise ConfigError(f"{p}:{i}: expected an object with a 'prompt' string")
+        prompts.append(Prompt(str(row.get("class", "file")), row["prompt"], count_tokens(row["prompt"])))
+    if not prompts:
+        raise ConfigError(f"{p}: no prompts in the file")
+    return ListWorkload(prompts[:n] if n else prompts)
+
+
 def make_workload(kind: str, *, mix: dict[str, float] | None = None, classes: dict[str, int] | None = None,
-                  seed: int = 0, n: int | None = None, prefixes: int = 4) -> MixWorkload | ListWorkload | SpecialWorkload:
-    """Build a workload by name (mix | burst | shared_prefix | special)."""
+                  seed: int = 0, n: int | None = None, prefixes: int = 4,
+                  path: str | Path | None = None) -> MixWorkload | ListWorkload | SpecialWorkload:
+    """Build a workload by name (mix | burst | shared_prefix | special | file)."""
     cls = dict(classes or DEFAULT_CLASSES)
+    if kind == "file":
+        if path is None:
+            raise ConfigError("workload 'file' needs a prompts file")
+        return prompts_file(path, n)
     if kind == "mix":
         return MixWorkload(mix, cls, seed)
     if kind == "burst":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -60,3 +61,55 @@ def test_the_check_fails_when_the_simulator_drifts(sim):
     assert ("too_long_prompt", "message") in bad
     assert ("metrics", "families.vllm:num_requests_running") in bad  # dropped, and not a listed difference
     assert set(fams) - set(REFERENCE["probes"]["metrics"]["families"]) == {"vllm:num_requests_runing"}
+
+
+# -- lifecycle: a frozen TP rank and a dead engine, on a TP 2 replica with `restart: no` -------------------
+def _replica(tmp_path: Path, backend: str):
+    from chaos.env.model import SimulatorOptions, Target, VllmOptions
+    from chaos.targets import make_target
+    from tests._support import free_port
+    from tests._vllm import MODEL, SERVE, require_vllm
+
+    if backend == "vllm":
+        require_vllm()
+        cfg = Target(name="lifecycle", kind="process", port=free_port(), tp_size=2, restart_policy="no",
+                     vllm=VllmOptions(serve=str(SERVE), model=str(MODEL), max_model_len=LEN, nice=10))
+    else:
+        cfg = Target(name="lifecycle", kind="process", port=free_port(), tp_size=2, rank_ports=[free_port()],
+                     restart_policy="no", simulator=SimulatorOptions(collective_timeout_s=300))
+    return cfg, make_target(cfg, run_id="fidelity", state_dir=tmp_path)
+
+
+def lifecycle(tmp_path: Path, backend: str) -> dict:
+    from chaos import faults
+    from chaos.faults.ledger import Ledger
+    from chaos.stack.launcher import completion_ok
+    from chaos.targets import admin_token
+    from chaos.verify import lifecycle as lc
+    from tests._vllm import START_S
+
+    cfg, target = _replica(tmp_path, backend)
+    url = f"http://127.0.0.1:{cfg.port}"
+    target.start()
+    try:
+        deadline = time.monotonic() + START_S
+        while not completion_ok(url, "sim-model", timeout=30):
+            assert target.is_running() and time.monotonic() < deadline, f"{backend} did not serve: {target.logs(20)}"
+            time.sleep(0.5)
+        out = {"frozen_rank": lc.frozen_rank(target, url, "sim-model")}
+        fault = faults.engine_death(target, backend, sim_url=url, token=admin_token(tmp_path))
+        fault.using(ledger=Ledger(tmp_path), allow_destructive=True)
+        out["engine_death"] = lc.engine_death(target, url, fault.inject)
+        return out
+    finally:
+        target.remove()
+
+
+def test_the_simulator_lives_and_dies_like_real_vllm(tmp_path):
+    got = lifecycle(tmp_path, "simulator")
+    assert diff(REFERENCE["lifecycle"], got) == [], got
+
+
+def test_real_vllm_still_lives_and_dies_like_its_record(tmp_path):
+    got = lifecycle(tmp_path, "vllm")
+    assert diff(REFERENCE["lifecycle"], got) == [], got

@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--tp-connect", type=_addrs, default=[])
     a("--fault", type=_fault, action="append", default=[], metavar="MODE[:ARG]")
     a("--no-enable-prefix-caching", action="store_true")
-    a("--death-exit-delay", type=float, default=2.0, help=argparse.SUPPRESS)
+    a("--death-exit-delay", type=float, default=0.5, help=argparse.SUPPRESS)
     a("--stats-interval", type=float, default=10.0, help=argparse.SUPPRESS)
     return ap
 
