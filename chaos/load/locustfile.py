@@ -164,6 +164,11 @@ def _on_init(environment, **_kw) -> None:
 @events.quitting.add_listener
 def _on_quit(environment, **_kw) -> None:
     if _ctx is not None:
+        # on SIGTERM locust fires `quitting` before it stops the users: stop them first, so that a
+        # request cut short in its backoff wait still writes its final ("abandoned") record
+        runner = getattr(environment, "runner", None)
+        if runner is not None and getattr(runner, "user_count", 0):
+            runner.stop()
         _ctx.close()
 
 

@@ -15,6 +15,7 @@ import re
 from typing import Sequence
 
 VLLM_ENGINE_TITLE = "VLLM::EngineCore"
+_ENGINE_RE = re.compile(r"VLLM::EngineCore(?:\s|$)")
 VLLM_WORKER_RE = re.compile(r"(?:VLLM::Worker(?:_TP(\d+))?|VllmWorker[-_ ]?(\d+))(?:\s|$)")
 SIM_RANK_RE = re.compile(r"chaos-sim-rank(?:\s+--rank)?[-_ =]*(\d+)")
 SIM_MAIN_MARKERS = ("chaos.stack.sim", "chaos sim")
@@ -22,7 +23,7 @@ SIM_MAIN_MARKERS = ("chaos.stack.sim", "chaos sim")
 
 def is_vllm(procs: Sequence[tuple[int, str]]) -> bool:
     """True when any process of the replica carries a vLLM title."""
-    return any(cmd.startswith(VLLM_ENGINE_TITLE) or VLLM_WORKER_RE.match(cmd) for _, cmd in procs)
+    return any(_ENGINE_RE.match(cmd) or VLLM_WORKER_RE.match(cmd) for _, cmd in procs)
 
 
 def vllm_workers(procs: Sequence[tuple[int, str]]) -> list[int]:
@@ -38,7 +39,7 @@ def vllm_workers(procs: Sequence[tuple[int, str]]) -> list[int]:
 def engine_pid(procs: Sequence[tuple[int, str]], main: int | None) -> int | None:
     """The engine: `VLLM::EngineCore` on vLLM, the main process on the simulator."""
     for pid, cmd in procs:
-        if cmd.startswith(VLLM_ENGINE_TITLE):
+        if _ENGINE_RE.match(cmd):
             return pid
     return None if is_vllm(procs) else main
 

@@ -151,3 +151,52 @@ def test_fuzz_random_yaml_never_tracebacks(doc: object) -> None:
         parse(text, "fuzz.yaml", environ={})
     except ConfigError as e:
         assert "\n" not in str(e) and str(e).startswith("fuzz.yaml")
+
+
+def test_port_offset_moves_every_loopback_port_and_the_state_dir() -> None:
+    from chaos.env import load
+
+    base, moved = load("local-vllm", environ={}), load("local-vllm", environ={"CHAOS_PORT_OFFSET": "1000"})
+    assert moved.state_dir == f"{base.state_dir}-port+1000"
+    assert moved.endpoints.api == "http://127.0.0.1:20000" and moved.gateway.listen == "127.0.0.1:20100"
+    assert moved.toxiproxy.api == "http://127.0.0.1:20474"
+    assert [p.upstream for p in moved.toxiproxy.proxies] == [f"127.0.0.1:{int(p.upstream.rsplit(':', 1)[1]) + 1000}"
+                                                            for p in base.toxiproxy.proxies]
+    assert [t.port for t in moved.targets] == [t.port + 1000 for t in base.targets]
+    assert [p.upstream for p in moved.fault_proxies] == ["http://127.0.0.1:20201", "http://127.0.0.1:20202",
+                                                        "http://127.0.0.1:20203"]
+
+
+def test_port_offset_leaves_remote_hosts_alone(tmp_path: Path) -> None:
+    from chaos.env import parse
+
+    text = ("name: r\nendpoints: {api: 'http://10.0.0.5:8000'}\n"
+            "targets: [{name: a, kind: docker, image: x, host: 10.0.0.5, port: 8000}]\n")
+    env = parse(text, tmp_path / "r.yaml", environ={"CHAOS_PORT_OFFSET": "7"})
+    assert env.endpoints.api == "http://10.0.0.5:8000" and env.targets[0].port == 8000
+
+
+@pytest.mark.parametrize("bad", ["abc", "1.5", "99999"])
+def test_bad_port_offset_is_one_line_naming_the_variable(bad: str) -> None:
+    from chaos.env import load
+    from chaos.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        load("local", environ={"CHAOS_PORT_OFFSET": bad})
+    assert "CHAOS_PORT_OFFSET" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_vllm_target_becomes_a_vllm_serve_command() -> None:
+    from chaos.env import load
+    from chaos.targets import make_target
+
+    env = load("local-vllm", environ={})
+    a, b = (make_target(env.target(n), run_id="t", state_dir="/tmp/x", env=env) for n in ("replica-a", "replica-b"))
+    assert a.command[:3] == ["nice", "-n", "5"] and a.command[3].endswith("vllm-serve")
+    args = a.command[4:]
+    assert args[0] == ".tools/vllm/models/tiny-llama" and "--enforce-eager" in args
+    assert args[args.index("--tensor-parallel-size") + 1] == "2" and args[args.index("--port") + 1] == "19201"
+    assert args[args.index("--served-model-name") + 1] == "sim-model"
+    assert a.env["VLLM_CPU_OMP_THREADS_BIND"] == "0|1" and a.env["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"] == "20"
+    assert b.env["VLLM_CPU_OMP_THREADS_BIND"] == "1"  # the file's own env wins over the default
+    assert env.target("replica-a").backend == "vllm" and load("local", environ={}).targets[0].backend == "simulator"

@@ -1,6 +1,7 @@
 """Container/process and NCCL faults against real local processes, each proven and reverted."""
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -109,3 +110,65 @@ def test_destructive_refused_on_protected_unless_allowed(target, policy):
     plan = kill(t).using(policy, protected=True, allow_destructive=True, dry_run=True).inject()
     assert plan["dry_run"] and t.restart_count() == 0
     assert not policy.ledger.path.exists()
+
+
+@pytest.fixture
+def vllm_like(tmp_path):
+    """A process tree titled like real vLLM's: the main serves /health; EngineCore and two TP workers."""
+    port = free_port()
+    tree = ("(exec -a VLLM::EngineCore sleep 120) & (exec -a VLLM::Worker_TP1 sleep 120) & "
+            f"(exec -a VLLM::Worker_TP0 sleep 120) & exec {sys.executable} {TINY} {port}")
+    t = ProcessTarget("vllm-like", ["bash", "-c", tree], port=port, restart_delay_s=0.1, state_dir=tmp_path / "state")
+    t.start()
+    t.wait_healthy(10)
+    try:
+        yield t
+    finally:
+        t.remove()
+
+
+def _titled(t: ProcessTarget, title: str) -> int:
+    deadline = time.monotonic() + 10
+    while True:
+        found = [pid for pid, cmd in t.processes() if cmd.split()[0] == title]
+        if found:
+            return found[0]
+        assert time.monotonic() < deadline, t.processes()
+        time.sleep(0.05)
+
+
+def test_vllm_rank_1_is_worker_tp1_and_the_engine_is_enginecore(vllm_like, policy):
+    tp0, tp1, engine = (_titled(vllm_like, n) for n in ("VLLM::Worker_TP0", "VLLM::Worker_TP1", "VLLM::EngineCore"))
+    assert vllm_like.rank_pids() == [tp0, tp1] and vllm_like.engine_pid() == engine
+    with rank_freeze(vllm_like, rank=1).using(policy):
+        assert _proc.state(tp1) == "T" and _proc.state(tp0) != "T" and _proc.state(vllm_like.pid()) != "T"
+    assert _proc.state(tp1) != "T"
+
+
+def test_engine_death_kills_enginecore_only(vllm_like, policy):
+    from chaos.faults import engine_death
+
+    engine, main = _titled(vllm_like, "VLLM::EngineCore"), vllm_like.pid()
+    f = engine_death(vllm_like, "vllm").using(policy)
+    f.inject()
+    assert f.evidence["killed_engine_pid"] == engine and not _proc.alive(engine)
+    assert vllm_like.pid() == main  # the API server lives on (real vLLM exits 0 by itself ~0.5 s later)
+    f.revert()
+
+
+def test_engine_death_needs_a_known_backend(vllm_like):
+    from chaos.faults import engine_death
+
+    with pytest.raises(FaultError, match="simulator or vLLM"):
+        engine_death(vllm_like, "other")
+
+
+def test_supervisor_reaps_what_the_dead_main_left_behind(vllm_like):
+    """A killed vLLM API server leaves its workers behind: the supervisor kills them before it restarts."""
+    left = [_titled(vllm_like, n) for n in ("VLLM::EngineCore", "VLLM::Worker_TP0", "VLLM::Worker_TP1")]
+    os.kill(vllm_like.pid(), signal.SIGKILL)  # the main only, not its group
+    deadline = time.monotonic() + 15
+    while any(_proc.alive(p) for p in left) or vllm_like.restart_count() < 1:
+        assert time.monotonic() < deadline, [(p, _proc.state(p)) for p in left]
+        time.sleep(0.05)
+    vllm_like.wait_healthy(10)

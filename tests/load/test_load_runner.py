@@ -127,3 +127,23 @@ def test_ramp_and_step_shapes_run_bounded(sse_server, tmp_path, shape):
     assert time.monotonic() - t0 < 15
     span = res.records[-1].t_send - res.records[0].t_send
     assert span < 2.5
+
+
+def test_requests_the_harness_stopped_are_abandoned_not_lost(sse_server, tmp_path):
+    """Load stopped while requests wait to retry: each still ends exactly once, as 'abandoned'."""
+    from chaos.verify.accounting import accounting_verdict
+
+    policy = {"min_interval_s": 0.5, "multiplier": 2.0, "max_interval_s": 4.0, "max_attempts": 10, "jitter": 0.0,
+              "deadline_s": 60}
+    h = start_load(sse_server.url + "/http500", out_dir=tmp_path, users=3, duration_s=60, classes=SMALL_CLASSES,
+                   retry_policy=policy)
+    t0 = time.monotonic()
+    while len({r.request_id for r in h.records()}) < 3 and time.monotonic() - t0 < 15:
+        time.sleep(0.1)
+    time.sleep(1.0)  # everyone is in a backoff wait now (500s come back at once)
+    res = h.stop()
+    finals = [r for r in res.records if r.final]
+    assert {r.outcome for r in finals} <= {"abandoned", "failed"} and any(r.outcome == "abandoned" for r in finals)
+    assert all("load stopped" in (r.error_detail or "") for r in finals if r.outcome == "abandoned")
+    v = accounting_verdict(res.records, strict_orphans=False)
+    assert v.row("one_outcome").ok, v.row("one_outcome")
