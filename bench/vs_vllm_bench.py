@@ -47,33 +47,28 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def start_vllm(log: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    out = open(log, "wb")
-    proc = subprocess.Popen([str(VLLM / "bin" / "vllm-serve"), str(MODEL), "--host", "127.0.0.1", "--port", str(port),
-                             "--served-model-name", "sim-model", "--max-model-len", "4096", "--enforce-eager"],
-                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+def _serve(cmd: list[str], port: int, log: Path, limit_s: float) -> tuple[subprocess.Popen, str]:
+    """Start a server and wait for its first real completion."""
+    proc = subprocess.Popen(cmd, stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + limit_s
     while not completion_ok(url, "sim-model", timeout=30):
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"vllm serve did not come up (see {log})")
-        time.sleep(1)
+            raise SystemExit(f"{cmd[0]} did not come up (see {log})")
+        time.sleep(0.5)
     return proc, url
+
+
+def start_vllm(log: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    return _serve([str(VLLM / "bin" / "vllm-serve"), str(MODEL), "--host", "127.0.0.1", "--port", str(port),
+                   "--served-model-name", "sim-model", "--max-model-len", "4096", "--enforce-eager"], port, log, 300)
 
 
 def start_sim(log: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "chaos.stack.sim", "--port", str(port), "--profile", "instant",
-                             "--served-model-name", "sim-model", "--max-num-seqs", "1024"],
-                            stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while not completion_ok(url, "sim-model", timeout=5):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"simulator did not come up (see {log})")
-        time.sleep(0.2)
-    return proc, url
+    return _serve([sys.executable, "-m", "chaos.stack.sim", "--port", str(port), "--profile", "instant",
+                   "--served-model-name", "sim-model", "--max-num-seqs", "1024"], port, log, 60)
 
 
 def write_prompts(path: Path, n: int, seed: int) -> None:
