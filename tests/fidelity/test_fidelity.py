@@ -64,7 +64,7 @@ def test_the_check_fails_when_the_simulator_drifts(sim):
 
 
 # -- lifecycle: a frozen TP rank and a dead engine, on a TP 2 replica with `restart: no` -------------------
-def _replica(tmp_path: Path, backend: str):
+def _replica(tmp_path: Path, backend: str, sim_args: tuple[str, ...] = ()):
     from chaos.env.model import SimulatorOptions, Target, VllmOptions
     from chaos.targets import make_target
     from tests._support import free_port
@@ -73,14 +73,16 @@ def _replica(tmp_path: Path, backend: str):
     if backend == "vllm":
         require_vllm()
         cfg = Target(name="lifecycle", kind="process", port=free_port(), tp_size=2, restart_policy="no",
-                     vllm=VllmOptions(serve=str(SERVE), model=str(MODEL), max_model_len=LEN, nice=10))
+                     vllm=VllmOptions(serve=str(SERVE), model=str(MODEL), max_model_len=LEN, nice=10,
+                                      extra_args=["--served-model-name", "sim-model"]))
     else:
         cfg = Target(name="lifecycle", kind="process", port=free_port(), tp_size=2, rank_ports=[free_port()],
-                     restart_policy="no", simulator=SimulatorOptions(collective_timeout_s=300))
+                     restart_policy="no", simulator=SimulatorOptions(collective_timeout_s=300,
+                                                                     extra_args=list(sim_args)))
     return cfg, make_target(cfg, run_id="fidelity", state_dir=tmp_path)
 
 
-def lifecycle(tmp_path: Path, backend: str) -> dict:
+def lifecycle(tmp_path: Path, backend: str, sim_args: tuple[str, ...] = ()) -> dict:
     from chaos import faults
     from chaos.faults.ledger import Ledger
     from chaos.stack.launcher import completion_ok
@@ -88,7 +90,7 @@ def lifecycle(tmp_path: Path, backend: str) -> dict:
     from chaos.verify import lifecycle as lc
     from tests._vllm import START_S
 
-    cfg, target = _replica(tmp_path, backend)
+    cfg, target = _replica(tmp_path, backend, sim_args)
     url = f"http://127.0.0.1:{cfg.port}"
     target.start()
     try:
@@ -113,3 +115,9 @@ def test_the_simulator_lives_and_dies_like_real_vllm(tmp_path):
 def test_real_vllm_still_lives_and_dies_like_its_record(tmp_path):
     got = lifecycle(tmp_path, "vllm")
     assert diff(REFERENCE["lifecycle"], got) == [], got
+
+
+def test_the_lifecycle_check_fails_when_the_simulator_dies_slowly(tmp_path):
+    """Negative control: a simulator that exits 8 s after its engine died (vLLM: within its 5 s watchdog)."""
+    got = lifecycle(tmp_path, "simulator", ("--death-exit-delay", "8"))
+    assert ("engine_death", "exit_within", "<= 5 s", "> 5 s") in diff(REFERENCE["lifecycle"], got)
