@@ -15,6 +15,10 @@ rm -rf "$CTX" && mkdir -p "$CTX"
 cp -al "$SITE" "$CTX/site-packages" 2>/dev/null || cp -a "$SITE" "$CTX/site-packages"
 cp -a $VLLM/models/tiny-llama "$CTX/model"
 cp $VLLM/bin/vllm "$CTX/vllm"
+mkdir -p "$CTX/libs"  # vllm._C links libnuma.so.1, which the base image lacks: take the host's (bookworm's libnuma1)
+NUMA=$(ldconfig -p | awk '/libnuma\.so\.1 /{print $NF; exit}')
+[[ -n "$NUMA" ]] || { echo "build-vllm-image: libnuma.so.1 not found on this host (apt-get install libnuma1)" >&2; exit 1; }
+cp -L "$NUMA" "$CTX/libs/libnuma.so.1"
 cp docker/Dockerfile.vllm "$CTX/Dockerfile"
 docker build --network none --build-arg BASE="$BASE" -t "$TAG" "$CTX"
 rm -rf "$CTX"
