@@ -95,7 +95,8 @@ class LoadHandle:
         env = dict(os.environ, **{ENV_CONFIG: str(self.out_dir / "load-config.json")})
         env.pop("CHAOS_LOAD_OUT_DIR", None)
         cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--loglevel", "WARNING", *args]
-        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                             preexec_fn=_sigint_default)
         self.procs.append(p)
         return p
 
@@ -193,6 +194,12 @@ class LoadHandle:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _sigint_default() -> None:
+    # stop() ends a run with SIGINT: a harness started in the background of a non-interactive shell
+    # (nohup ... &, CI) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def make_config(*, users: int | None = None, rate: float | None = None, shape: str | None = None,

@@ -200,12 +200,13 @@ class DockerTarget:
 
     def rank_pids(self) -> list[int]:
         """TP ranks, rank 0 first (titles.rank_pids: vLLM's workers, or the simulator's engine + ranks)."""
-        return titles.rank_pids(self._processes(), None)
+        procs = self._processes()
+        return titles.rank_pids(procs, titles.sim_main(procs) or self.pid())
 
     def engine_pid(self) -> int | None:
         """vLLM's `VLLM::EngineCore`, or the simulator's main process (its engine)."""
         procs = self._processes()
-        return titles.engine_pid(procs, (titles.rank_pids(procs, None) or [None])[0])
+        return titles.engine_pid(procs, titles.sim_main(procs) or self.pid())
 
     def signal(self, pid: int, sig: int) -> None:
         if self.remote:

@@ -44,13 +44,18 @@ def engine_pid(procs: Sequence[tuple[int, str]], main: int | None) -> int | None
     return None if is_vllm(procs) else main
 
 
+def sim_main(procs: Sequence[tuple[int, str]]) -> int | None:
+    """The simulator's main process, found by its command line (inside a container)."""
+    mains = [pid for pid, cmd in procs if any(k in cmd for k in SIM_MAIN_MARKERS)
+             and not SIM_RANK_RE.search(cmd) and "docker-init" not in cmd]
+    return mains[-1] if mains else None
+
+
 def rank_pids(procs: Sequence[tuple[int, str]], main: int | None) -> list[int]:
     """TP ranks, rank 0 first: vLLM's workers, or the simulator's engine plus its rank workers."""
     if is_vllm(procs):
         return vllm_workers(procs)
     ranked = sorted((int(m.group(1)), pid) for pid, cmd in procs if (m := SIM_RANK_RE.search(cmd)))
     if main is None:
-        mains = [pid for pid, cmd in procs if any(k in cmd for k in SIM_MAIN_MARKERS)
-                 and not SIM_RANK_RE.search(cmd) and "docker-init" not in cmd]
-        main = mains[-1] if mains else None
+        main = sim_main(procs)
     return ([main] if main is not None else []) + [pid for _, pid in ranked]
