@@ -80,8 +80,14 @@ def test_misrouting_is_detected_with_its_share(stack, scenario, summary) -> None
     sc = scenario("routing-misroute")
     injected = 0.05
     sc.inject(misroute(env, injected))
-    with sc.phase("load while 5 % of requests go to the wrong pool"):
-        sc.start_load(duration_s=max(8.0, sc.scaled(80)), users=8)
+    # enough requests to tell 5 % within 2.5 points at 3 sigma (n >= 9 p (1 - p) / 0.025^2 = 684): on the
+    # simulator that is a few seconds, on real vLLM on 2 cores (about 5 req/s) two minutes; at 103
+    # requests one sigma is 2.1 points and the check failed by chance (8 of 103 = 7.8 %)
+    needed = 9 * injected * (1 - injected) / 0.025 ** 2
+    rate = stack.capacity_rps()
+    duration = max(8.0, sc.scaled(80), min(300.0, 1.2 * needed / rate) if rate else 0.0)
+    with sc.phase("load while 5 % of requests go to the wrong pool", requests_needed=round(needed)):
+        sc.start_load(duration_s=duration, users=8)
         records = sc.finish_load()
     sc.revert()
     served = [r for r in records if r.served_by]
