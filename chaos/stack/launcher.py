@@ -44,6 +44,17 @@ def completion_ok(api: str, model: str, timeout: float = 5.0, api_key: str | Non
         return False
 
 
+def wait_completion(api: str, model: str, timeout: float, *, api_key: str | None = None,
+                    interval: float = 0.1, request_timeout: float = 5.0) -> float | None:
+    """Poll until a real completion succeeds through `api`; seconds waited, or None after `timeout`."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if completion_ok(api, model, timeout=request_timeout, api_key=api_key):
+            return time.monotonic() - t0
+        time.sleep(interval)
+    return None
+
+
 class EmbeddedStack:
     """Starts and stops the stack an embedded Environment describes."""
 
@@ -125,12 +136,10 @@ class EmbeddedStack:
     def wait_serving(self, timeout: float | None = None) -> float:
         """Block until a real completion succeeds at the client endpoint; returns seconds waited."""
         timeout = timeout or self.env.slas.cold_start_s
-        t0 = time.monotonic()
-        deadline = t0 + timeout
-        while time.monotonic() < deadline:
-            if completion_ok(self.env.endpoints.api, self.env.endpoints.model, api_key=self.env.endpoints.api_key):
-                return time.monotonic() - t0
-            time.sleep(0.1)
+        waited = wait_completion(self.env.endpoints.api, self.env.endpoints.model, timeout,
+                                 api_key=self.env.endpoints.api_key)
+        if waited is not None:
+            return waited
         raise StackError(f"stack {self.env.name!r}: no completion succeeded at {self.env.endpoints.api} "
                          f"within {timeout:g}s; logs in {self.state_dir}")
 
