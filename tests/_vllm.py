@@ -12,6 +12,7 @@ from typing import Iterator
 from chaos.pytest_plugin import require_component
 from chaos.stack.launcher import completion_ok
 from chaos.targets import _proc
+from chaos.targets.process import lower_priority
 from tests._support import REPO, free_port
 
 SERVE = REPO / ".tools" / "vllm" / "bin" / "vllm-serve"
@@ -31,9 +32,10 @@ def vllm_server(log_dir: Path, *, max_model_len: int = 2048) -> Iterator[str]:
     port = free_port()
     log = log_dir / "vllm.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(["nice", "-n", "10", str(SERVE), str(MODEL), "--host", "127.0.0.1", "--port", str(port),
+        proc = subprocess.Popen([str(SERVE), str(MODEL), "--host", "127.0.0.1", "--port", str(port),
                                  "--served-model-name", "sim-model", "--max-model-len", str(max_model_len),
-                                 "--enforce-eager"], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                                 "--enforce-eager"], stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=lambda: lower_priority(10))
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_S

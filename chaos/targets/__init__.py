@@ -93,14 +93,14 @@ def make_target(target_cfg: "TargetConfig", *, run_id: str, state_dir: str | os.
     if cfg.kind == "process":
         if cfg.vllm and not cfg.command:
             v = cfg.vllm
-            command = (["nice", "-n", str(v.nice)] if v.nice else []) + [v.serve, *vllm_args(cfg, env=env)]
+            command = [v.serve, *vllm_args(cfg, env=env)]
         else:
             command = list(cfg.command) or [sys.executable, "-m", "chaos.stack.sim", *args]
             if cfg.command and args:
                 command += args
         return ProcessTarget(cfg.name, command, host=cfg.host, port=cfg.port, restart_policy=cfg.restart_policy,
                              restart_delay_s=cfg.restart_delay_s, state_dir=state_dir, run_id=run_id, env=variables,
-                             **kw)
+                             nice=cfg.vllm.nice if cfg.vllm else 0, **kw)
     if cfg.vllm:  # the image's entrypoint is `vllm serve`; the model lives in the image
         args = vllm_args(cfg, env=env, model=cfg.vllm.model)
     state = str(Path(state_dir).resolve())

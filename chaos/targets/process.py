@@ -21,18 +21,35 @@ def _unblock_signals() -> None:
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
 
 
+def lower_priority(nice: int) -> None:
+    """Run the calling process (just after setsid) at `nice`, in its session's autogroup too.
+
+    With CONFIG_SCHED_AUTOGROUP on (Linux's default, and this machine's), setsid() puts the process
+    in a new autogroup, and the scheduler shares CPU between autogroups first: a plain `nice -n 5`
+    then only ranks the process against its own children. Measured here: two vLLM replicas at
+    `nice -n 5` still took an equal share from a restarting TP 2 replica, whose rank 1 imported for
+    4 minutes. The autogroup's own nice (/proc/self/autogroup) is what weighs against the others."""
+    os.nice(nice)
+    try:
+        with open("/proc/self/autogroup", "w") as f:
+            f.write(str(nice))
+    except OSError:  # no autogroup support: the plain nice is then the whole story
+        pass
+
+
 class ProcessTarget:
     """Runs `command` in its own process group and restarts it per policy (always/on-failure/no)."""
 
     def __init__(self, name: str, command: list[str], *, host: str = "127.0.0.1", port: int,
                  restart_policy: str = "always", restart_delay_s: float = 0.5, state_dir: str | os.PathLike[str] = ".state",
                  run_id: str = "local", env: dict[str, str] | None = None, health_path: str = "/health",
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 nice: int = 0, sleep: Callable[[float], None] = time.sleep) -> None:
         if restart_policy not in ("always", "on-failure", "no"):
             raise TargetError(f"restart_policy must be always|on-failure|no, got {restart_policy!r}", target=name)
         self.name, self.command, self.host, self.port = name, list(command), host, port
         self.restart_policy, self.restart_delay_s = restart_policy, restart_delay_s
         self.state_dir, self.run_id, self.env, self.health_path = Path(state_dir), run_id, dict(env or {}), health_path
+        self.nice = nice
         self.log_path = self.state_dir / f"{name}.log"
         self.pidfile = self.state_dir / "targets" / f"{name}.pid"
         self.events: list[tuple[float, str, object]] = []  # (wall time, "start"|"exit"|"restart", detail)
@@ -49,6 +66,11 @@ class ProcessTarget:
         return f"ProcessTarget({self.name!r}, pid={self.pid()})"
 
     # -- lifecycle ----------------------------------------------------------------------------
+    def _preexec(self) -> None:  # in the child, after setsid()
+        _unblock_signals()
+        if self.nice:
+            lower_priority(self.nice)
+
     def _spawn(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         if self._log is None:
@@ -56,7 +78,7 @@ class ProcessTarget:
         try:
             proc = subprocess.Popen(self.command, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     env={**os.environ, **self.env}, start_new_session=True,
-                                    preexec_fn=_unblock_signals)
+                                    preexec_fn=self._preexec)
         except OSError as e:
             raise TargetError(f"cannot start {self.command[0]!r}: {e}", target=self.name) from None
         self._proc = proc

@@ -17,10 +17,11 @@ TINY = str(Path(__file__).with_name("tinyserver.py"))
 def make_proc(tmp_path) -> Iterator[Callable[..., ProcessTarget]]:
     made: list[ProcessTarget] = []
 
-    def make(*extra: str, name: str = "tiny", policy: str = "always", delay: float = 0.1) -> ProcessTarget:
+    def make(*extra: str, name: str = "tiny", policy: str = "always", delay: float = 0.1,
+             nice: int = 0) -> ProcessTarget:
         port = free_port()
         t = ProcessTarget(name, [sys.executable, TINY, str(port), *extra], port=port, restart_policy=policy,
-                          restart_delay_s=delay, state_dir=tmp_path / "state", run_id="t")
+                          restart_delay_s=delay, state_dir=tmp_path / "state", run_id="t", nice=nice)
         made.append(t)
         return t
 

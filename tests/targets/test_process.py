@@ -37,6 +37,29 @@ def test_start_health_logs_pidfile_and_stop_kills_the_group(make_proc):
     assert not any(_proc.alive(p) for p in ranks)
 
 
+def _autogroup_nice(pid: int) -> int | None:
+    try:  # "/autogroup-123 nice 5"
+        return int(open(f"/proc/{pid}/autogroup").read().split()[-1])
+    except OSError:
+        return None
+
+
+def test_nice_lowers_the_process_and_its_autogroup_and_survives_a_restart(make_proc):
+    # with autogroups on, setsid() starts a new scheduling group: a plain nice would weigh nothing
+    # against the other replicas' groups, only the group's own nice does
+    t = make_proc(nice=7)
+    t.start()
+    t.wait_healthy(10)
+    for _ in range(2):
+        pid = t.pid()
+        assert os.getpriority(os.PRIO_PROCESS, pid) == 7
+        if _autogroup_nice(os.getpid()) is not None:
+            assert _autogroup_nice(pid) == 7 and _autogroup_nice(os.getpid()) != 7
+        t.kill(signal.SIGKILL)
+        _wait(lambda: t.pid() not in (None, pid) and t.is_running())
+    assert os.getpriority(os.PRIO_PROCESS, os.getpid()) == 0
+
+
 @pytest.mark.parametrize("policy,code,restarts", [("always", 0, True), ("on-failure", 0, False),
                                                    ("on-failure", 3, True), ("no", 3, False)])
 def test_restart_policies(make_proc, policy, code, restarts):
