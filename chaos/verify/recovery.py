@@ -57,6 +57,22 @@ def time_to_steady(records: Sequence[RequestRecord], t_from: float, *, window_s:
     return None
 
 
+def served_by(records: Sequence[RequestRecord], name: str) -> list[RequestRecord]:
+    """The traffic replica `name` served (others may cover for it meanwhile); all of it when no
+    record says which replica served it."""
+    return [r for r in records if (r.served_by or "").endswith(name)] or list(records)
+
+
+def steady_seen(records: Sequence[RequestRecord], t_from: float, window_s: float, slas: "SLAs") -> bool:
+    """Whether a steady window after t_from is already in `records` (the steady_state_s row's rule)."""
+    return time_to_steady(records, t_from, window_s=window_s, error_budget=slas.error_budget,
+                          p99_limit_s=_p99_limit(slas)) is not None
+
+
+def _p99_limit(slas: "SLAs") -> float | None:
+    return max(l.e2e_p99_s for l in slas.latency.values()) if slas.latency else None
+
+
 def _steady(win: Sequence[RequestRecord], budget: float, p99_limit_s: float | None) -> bool:
     finals = [r for r in win if r.final] or list(win)
     rate = sum(1 for r in finals if not r.ok) / len(finals)
@@ -134,8 +150,8 @@ def recovery_verdict(window: tuple[float, float], timeline: Timeline, records: S
     v.add("first_completion_s", slas.recovery_s, None if t_c is None else round(t_c, 3),
           t_c is not None and t_c <= slas.recovery_s,
           "first successful real completion after the fault" if t_c is not None else "no successful completion after the fault")
-    if p99_limit_s is None and slas.latency:
-        p99_limit_s = max(l.e2e_p99_s for l in slas.latency.values())
+    if p99_limit_s is None:
+        p99_limit_s = _p99_limit(slas)
     t_s = time_to_steady(records, t_revert, window_s=steady_window_s, error_budget=slas.error_budget,
                          p99_limit_s=p99_limit_s)
     v.add("steady_state_s", slas.steady_state_s, None if t_s is None else round(t_s, 3),

@@ -18,7 +18,7 @@ from chaos.report import allure as rep
 from chaos.report.tables import latency_table
 from chaos.targets import admin_token
 from chaos.verify.accounting import accounting_verdict
-from chaos.verify.recovery import recovery_verdict
+from chaos.verify.recovery import recovery_verdict, served_by, steady_seen
 from suites.conftest import fault_happened, judge
 
 # Poisson arrivals at the environment's load.rate_per_s (what its replicas are sized for)
@@ -108,8 +108,11 @@ def run_recovery(stack, scenario, summary, kind: str | None, load: str) -> None:
         except AssertionError:
             check_restart_policy(target, env.target(name), wait_s=0.1)  # names the policy if that is why
             raise
-    with sc.phase("steady state after recovery"):
-        time.sleep(2 * sc.scaled(30) + 1)  # room for one full rolling window after recovery
+    window = sc.scaled(30)
+    # one full rolling window after recovery at least; longer while the hurt replica's traffic is not
+    # yet judged steady, up to the steady-state SLA
+    sc.observe_steady(t_end, at_least_s=2 * window + 1, until=t_end + env.slas.steady_state_s + window,
+                      steady=lambda recs: steady_seen(served_by(recs, name), t_end, window, env.slas))
     records = sc.records = sc.load.stop().records
     stack.attribute_replicas(records)  # which replica served each request, where no pool header said so
     sc.load = None
@@ -120,9 +123,8 @@ def run_recovery(stack, scenario, summary, kind: str | None, load: str) -> None:
         evidence["restarts_seen"] = restarts
         stage1 = [fault_happened(evidence, **checks)]
     # replica-level recovery: its own probes and the traffic it served (others may cover for it meanwhile)
-    served = [r for r in records if (r.served_by or "").endswith(name)] or records
-    rv = recovery_verdict((t_inject, t_end), sc.timeline, served, env.slas, restarts=restarts,
-                          crash=kind in ("crash-sigkill", "gpu-driver-reset"), steady_window_s=sc.scaled(30))
+    rv = recovery_verdict((t_inject, t_end), sc.timeline, served_by(records, name), env.slas, restarts=restarts,
+                          crash=kind in ("crash-sigkill", "gpu-driver-reset"), steady_window_s=window)
     av = accounting_verdict(records, stack.server_log())
     rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
     summary.count("recovery", "scenarios")

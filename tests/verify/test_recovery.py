@@ -122,3 +122,42 @@ def test_no_gpu_rows_without_a_crash_or_samples() -> None:
 def test_window_backwards_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="window"):
         recovery_verdict((10.0, 5.0), Timeline(), [], SLA)
+
+
+class _GrowingLoad:
+    """A load whose records appear as a fake clock advances: failures until t=fail_until, then a
+    request every `gap_s` seconds."""
+
+    def __init__(self, clock, recs: list[RequestRecord]) -> None:
+        self.clock, self.recs = clock, recs
+
+    def records(self) -> list[RequestRecord]:
+        return [r for r in self.recs if r.t_end <= self.clock()]
+
+
+def _scenario_on_fake_clock(tmp_path, recs):
+    from chaos.env import load as load_env
+    from chaos.scenario import Scenario
+
+    now = [T_REV]
+    sc = Scenario(load_env("local", environ={}), "steady", tmp_path, clock=lambda: now[0],
+                  sleep=lambda s: now.__setitem__(0, now[0] + s))
+    sc.load = _GrowingLoad(lambda: now[0], recs)
+    return sc, now
+
+
+@pytest.mark.parametrize("gap_s, steady_at", [(0.1, 6.0), (2.0, None)])
+def test_observe_steady_holds_until_a_window_is_judged_or_the_sla_runs_out(tmp_path, gap_s, steady_at) -> None:
+    # sparse traffic to a recovered replica (one request every 2 s: never 5 in a 5 s window) keeps
+    # the load running until the SLA's deadline; dense traffic ends the hold once a window is steady
+    recs = records(T_REV, T_REV + 60, fail_until=T_REV + 1, rate=1 / gap_s)
+    sc, now = _scenario_on_fake_clock(tmp_path, recs)
+    from chaos.verify.recovery import steady_seen
+
+    sc.observe_steady(T_REV, at_least_s=3.0, until=T_REV + 30.0,
+                      steady=lambda rs: steady_seen(rs, T_REV, 5.0, SLA))
+    took = now[0] - T_REV
+    if steady_at is None:
+        assert took == pytest.approx(30.0, abs=1.01)
+    else:  # the first steady window [1, 6) is fully seen at about t=6
+        assert 3.0 <= took <= steady_at + 1.01
