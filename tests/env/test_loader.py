@@ -193,11 +193,11 @@ def test_a_vllm_target_becomes_a_vllm_serve_command() -> None:
     env = load("local-vllm", environ={})
     a, b = (make_target(env.target(n), run_id="t", state_dir="/tmp/x", env=env) for n in ("replica-a", "replica-b"))
     assert a.command[0].endswith("vllm-serve") and b.command[0].endswith("vllm-serve")
-    assert (a.nice, b.nice) == (0, 5)
+    assert (a.nice, b.nice) == (0, 0) and b.env["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"
     args = a.command[1:]
     assert args[0] == ".tools/vllm/models/tiny-llama" and "--enforce-eager" in args
     assert args[args.index("--tensor-parallel-size") + 1] == "2" and args[args.index("--port") + 1] == "19201"
     assert args[args.index("--served-model-name") + 1] == "sim-model"
     assert a.env["VLLM_CPU_OMP_THREADS_BIND"] == "0|1" and a.env["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"] == "20"
-    assert b.env["VLLM_CPU_OMP_THREADS_BIND"] == "1"  # the file's own env wins over the default
+    assert b.env["OMP_NUM_THREADS"] == "1"  # the file's own env is passed on
     assert env.target("replica-a").backend == "vllm" and load("local", environ={}).targets[0].backend == "simulator"
