@@ -13,6 +13,7 @@ from chaos.env import Environment, load as load_env
 from chaos.errors import ChaosError
 
 ENV_KEY = pytest.StashKey[Environment]()
+UNINSTALL_SIGNALS_KEY = pytest.StashKey[object]()
 ENV_NAME_KEY = pytest.StashKey[str]()
 GPU_KEY = pytest.StashKey[str]()
 
@@ -78,6 +79,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[ENV_NAME_KEY] = env_name(config)
     if _explicit_env(config):
         get_env(config)  # fail fast on a bad --env before collecting anything
+    from chaos import interrupt
+
+    config.stash[UNINSTALL_SIGNALS_KEY] = interrupt.install()  # SIGTERM/SIGHUP unwind like Ctrl-C
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    uninstall = config.stash.get(UNINSTALL_SIGNALS_KEY, None)
+    if callable(uninstall):
+        uninstall()
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -9,7 +9,7 @@ import urllib.request
 from typing import Any
 
 from chaos.faults import tokens
-from chaos.faults.toxiproxy import Toxiproxy, ToxiproxyError
+from chaos.toxiproxy import Toxiproxy, ToxiproxyError
 from chaos.targets import _proc
 
 TOXIC_PREFIX = "chaos-"

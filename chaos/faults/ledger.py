@@ -255,6 +255,8 @@ def install_signal_handlers() -> None:
         return
     for sig in HANDLED:
         cur = signal.getsignal(sig)
+        if cur is signal.SIG_IGN:  # ignored on purpose (nohup, a background job): it must stay harmless
+            continue
         if cur is not _handler:
             _previous[sig] = cur
             signal.signal(sig, _handler)

@@ -8,7 +8,7 @@ from chaos.errors import FaultError, FaultNotEffective, TargetError
 from chaos.faults import _undo
 from chaos.faults.base import Fault
 from chaos.faults.network import ToxicFault
-from chaos.faults.toxiproxy import Toxiproxy
+from chaos.toxiproxy import Toxiproxy
 from chaos.targets.base import Target
 
 

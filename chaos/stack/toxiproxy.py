@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 
 from chaos.errors import StackError
 from chaos.targets import _proc
-from chaos.faults.toxiproxy import Toxiproxy, ToxiproxyError
+from chaos.toxiproxy import Toxiproxy, ToxiproxyError
 
 REPO = Path(__file__).resolve().parents[2]
 

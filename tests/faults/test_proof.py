@@ -14,7 +14,7 @@ import pytest
 
 from chaos.faults.ledger import Ledger, cleanup
 from chaos.targets import _proc
-from tests._support import free_port
+from tests._support import REPO, free_port
 
 HARNESS = str(Path(__file__).with_name("proof_harness.py"))
 ROUNDS = int(os.environ.get("CHAOS_PROOF_ROUNDS", "15"))
@@ -90,3 +90,54 @@ def test_interrupted_harness_never_leaves_a_fault_behind(toxiproxy_server, proxy
             container.reload()
             assert container.status == "running", (sig, rnd)
     assert any(n > 0 for s, n in seen if s == "SIGKILL"), f"SIGKILL rounds never left work for cleanup: {seen}"
+
+
+SUITE = str(Path(__file__).with_name("proof_suite.py"))
+PYTEST_ROUNDS = int(os.environ.get("CHAOS_PROOF_PYTEST_ROUNDS", "20"))
+
+
+@pytest.mark.slow
+def test_a_signalled_pytest_run_reverts_every_fault_and_stops_what_it_started(toxiproxy_server, proxy, tmp_path):
+    """SIGTERM (a cancelled CI job) and SIGHUP (a closed terminal) during a pytest run end it as
+    Ctrl-C does: faults reverted by the ledger's handler, the session's fixtures torn down (the
+    process it started is gone), exit code 2 (interrupted) and the reason printed; nothing for
+    `chaos cleanup` to do."""
+    name, _ = proxy
+    client = toxiproxy_server.client()
+    rng = random.Random(20261201)
+    sigs = [signal.SIGTERM, signal.SIGHUP, signal.SIGINT]
+    for rnd in range(PYTEST_ROUNDS):
+        sig = sigs[rnd % len(sigs)]
+        state, port = tmp_path / f"p{rnd}", free_port()
+        env = {**os.environ, "CHAOS_PROOF_STATE": str(state), "CHAOS_PROOF_API": toxiproxy_server.api,
+               "CHAOS_PROOF_PROXY": name, "CHAOS_PROOF_PORT": str(port), "CHAOS_PROOF_SEED": str(rng.randrange(10**6))}
+        # from the repository root, as a suite runs: its conftest and fixtures load
+        run = subprocess.Popen([sys.executable, "-m", "pytest", SUITE, "-s", "-q"], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, env=env, cwd=REPO,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        out: list[bytes] = []
+        try:
+            for line in run.stdout:
+                out.append(line)
+                if line.strip().endswith(b"ready"):
+                    break
+            assert out and out[-1].strip().endswith(b"ready"), b"".join(out).decode()[-2000:]
+            time.sleep(rng.uniform(0.05, 1.2))
+            victims = _tiny_pids(port)
+            assert victims, "the run's target is running"
+            run.send_signal(sig)
+            rest, _ = run.communicate(timeout=30)
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+        text = (b"".join(out) + (rest or b"")).decode(errors="replace")
+        assert run.returncode == 2, (sig.name, run.returncode, text[-3000:])
+        if sig != signal.SIGINT:
+            assert f"{sig.name} received" in text, text[-2000:]
+        assert Ledger(state).outstanding() == [], (sig.name, rnd, "the run must revert before it exits")
+        assert cleanup(state) == [], "nothing left for chaos cleanup"
+        assert client.toxics(name) == [], (sig.name, rnd)
+        assert client.proxy(name)["enabled"] is True
+        assert all(_proc.state(p) in (None, "Z") for p in victims + _tiny_pids(port)), \
+            (sig.name, rnd, "the process the run started is stopped by its teardown, never left stopped")

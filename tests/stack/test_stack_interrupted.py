@@ -20,7 +20,7 @@ import pytest
 
 from chaos.env import load
 from chaos.faults.ledger import Ledger
-from chaos.faults.toxiproxy import Toxiproxy
+from chaos.toxiproxy import Toxiproxy
 from tests._support import require
 from tests.stack.stack_env import REPO, cleanup_cli, env_ports, proc_state, stack_processes, start_harness, write_env
 

@@ -1,4 +1,11 @@
-"""A small Toxiproxy HTTP API client (stdlib only, so cleanup works with nothing else installed)."""
+"""The one Toxiproxy HTTP API client, shared by the faults and the embedded stack.
+
+Stdlib only, so `chaos cleanup` works with nothing else installed. Not `toxiproxy-python` (0.1.1,
+the PyPI client), for three facts read from its source: it keeps the API's host and port as
+class attributes of `APIConsumer`, so one process cannot talk to a local and a remote Toxiproxy at
+once; it sends every request without a timeout, so a dead API hangs the harness; and it needs
+`future` and `requests` for what urllib does here. It lives outside `chaos.faults` so that the
+stand-in stack (`chaos.stack.toxiproxy`) does not import the harness's fault layer."""
 from __future__ import annotations
 
 import json

@@ -1,0 +1,48 @@
+"""A pytest suite for the signal proof of a pytest run (run by test_proof.py, not collected itself):
+its session fixture starts a supervised process, its one test injects every kind of fault in a
+loop until the run is signalled. Parameters come from the environment (CHAOS_PROOF_*)."""
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from chaos.faults import down, latency, pause, rank_freeze, reset_peer
+from chaos.faults.base import Policy
+from chaos.faults.ledger import Ledger
+from chaos.targets.process import ProcessTarget
+
+TINY = str(Path(__file__).resolve().parents[1] / "targets" / "tinyserver.py")
+STATE, API, PROXY = (os.environ[f"CHAOS_PROOF_{k}"] for k in ("STATE", "API", "PROXY"))
+PORT, SEED = int(os.environ["CHAOS_PROOF_PORT"]), int(os.environ["CHAOS_PROOF_SEED"])
+
+
+@pytest.fixture(scope="session")
+def target():
+    """What the run started: only its teardown stops it."""
+    t = ProcessTarget("proof", [sys.executable, TINY, str(PORT), "--ranks", "2"], port=PORT, state_dir=STATE)
+    t.start()
+    try:
+        t.wait_healthy(10)
+        yield t
+    finally:
+        t.stop(3)
+
+
+def test_faults_until_signalled(target):
+    rng = random.Random(SEED)
+    policy = Policy(ledger=Ledger(STATE), verify_timeout_s=3.0)
+    network = [lambda: latency(API, PROXY, latency=30), lambda: reset_peer(API, PROXY), lambda: down(API, PROXY)]
+    kinds = [lambda: rank_freeze(target, rank=1), lambda: pause(target)]
+    print("ready", flush=True)
+    deadline = time.monotonic() + 60  # bounded: the proof signals within about a second
+    while time.monotonic() < deadline:
+        choice = rng.randrange(3)  # one fault per aim at a time, as in proof_harness.py
+        net, tgt = rng.choice(network)(), rng.choice(kinds)()
+        fault = net if choice == 0 else tgt if choice == 1 else net & tgt
+        with fault.using(policy):
+            time.sleep(rng.uniform(0.0, 0.3))
