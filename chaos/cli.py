@@ -14,6 +14,9 @@ except ImportError:  # pragma: no cover
 
 from chaos.errors import ChaosError
 
+# click's Abort (Ctrl-C at a prompt); typer's vendored click has none and handles that itself
+_ABORT = tuple(x for x in (getattr(_click_exc, "Abort", None),) if x is not None)
+
 app = typer.Typer(
     name="chaos",
     help="Chaos and resilience harness for LLM inference services.",
@@ -57,9 +60,22 @@ def main(argv: list[str] | None = None) -> int:
     except _click_exc.ClickException as e:  # usage errors arrive here in non-standalone mode
         e.show()
         return 2 if isinstance(e, _click_exc.UsageError) else e.exit_code
-    except _click_exc.Abort:
+    except _ABORT:
         return 130
+    except SystemExit as e:  # typer's own exit, e.g. after a closed pipe (`chaos env check | head`)
+        _quiet_stdout()
+        return e.code if isinstance(e.code, int) else 1
     return 0
+
+
+def _quiet_stdout() -> None:
+    # a reader that closed the pipe wants no more: silence the flush at exit instead of a traceback
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

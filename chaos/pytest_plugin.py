@@ -120,6 +120,21 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     _cleanup(session.config, "session end")
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A run of the suites opens with the plan `chaos env check` prints: what runs, skips, is refused."""
+    if not any("suites" in item.path.parts for item in session.items):
+        return
+    from chaos.plan import format_plan, plan
+
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    if tr is None:
+        return
+    env = get_env(session.config)
+    tr.section(f"llm-chaos plan for {env.name}", sep="-")
+    for line in format_plan(plan(env, allow_destructive=allow_destructive(session.config))):
+        tr.write_line(line)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     destructive = [i for i in items if i.get_closest_marker("destructive")]
     if not destructive or allow_destructive(config):

@@ -10,6 +10,16 @@ from chaos.report.tables import verdict_table
 from chaos.verify.verdict import Verdict
 
 
+def requires(env, *needs) -> None:
+    """Skip with the first unmet requirement's reason: the same questions `chaos env check` asks
+    (chaos.plan), so its table and the run agree."""
+    import pytest
+
+    for need in needs:
+        if (why := need(env)) is not None:
+            pytest.skip(why)
+
+
 def judge(stage: str, verdicts: Iterable[Verdict]) -> None:
     """One report step per verdict stage; attaches each table, then asserts them all.
 

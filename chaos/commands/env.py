@@ -20,11 +20,33 @@ def list_envs() -> None:
 
 
 @env_app.command("check")
-def check(env: str = EnvOption) -> None:
-    """Validate an environment file and print a short summary."""
+def check(env: str = EnvOption,
+          probe: bool = typer.Option(False, "--probe", help="connect to every endpoint, engine, Toxiproxy and proxy"),
+          allow_destructive: bool = typer.Option(False, "--allow-destructive", envvar="CHAOS_ALLOW_DESTRUCTIVE",
+                                                 help="plan as a run with --allow-destructive would"),
+          timeout: float = typer.Option(3.0, "--timeout", min=0.1, help="seconds per probe")) -> None:
+    """Validate an environment file; print which suites will run, skip (and why) or be refused.
+
+    With --probe, first try every part the file names; exit 1 when any of them fails."""
+    from chaos.plan import format_plan, plan
+
     e = load(env)
     prot = "protected" if e.safety.protected else "not protected"
     typer.echo(f"{e.name}: ok ({len(e.targets)} targets, embedded={e.embedded}, {prot}, api {e.endpoints.api})")
+    failed = False
+    if probe:
+        from chaos.probe import format_probes, probe as run_probes
+
+        probes = run_probes(e, timeout=timeout)
+        failed = any(not p.ok for p in probes)
+        typer.echo("")
+        for line in format_probes(e, probes):
+            typer.echo(line)
+    typer.echo("")
+    for line in format_plan(plan(e, allow_destructive=allow_destructive)):
+        typer.echo(line)
+    if failed:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from chaos import faults
+from chaos import faults, plan
 from chaos.errors import SLOViolation
 from chaos.faults import http
 from chaos.observe.gateway import GatewayStateObserver
@@ -23,7 +23,7 @@ from chaos.report.timeline import plot_breaker
 from chaos.verify.accounting import accounting_verdict
 from chaos.verify.breaker import analyze, verify_breaker
 from chaos.verify.verdict import Verdict
-from suites.conftest import fault_proof, gateway_admin, judge
+from suites.conftest import fault_proof, gateway_admin, judge, requires
 
 # scenario: (the fault on one canary, expected tier, seconds to hold: real time, not scaled)
 SCENARIOS = {
@@ -41,8 +41,7 @@ SCENARIOS = {
 
 @pytest.fixture
 def gateway(stack):
-    if not stack.env.endpoints.gateway_admin:
-        pytest.skip(f"environment {stack.env.name} has no gateway admin endpoint")
+    requires(stack.env, plan.no_gateway_admin, plan.no_canary)
     _enough_canary_traffic(stack)
     gateway_admin(stack, "POST", "/admin/reset")
     yield stack
@@ -100,12 +99,9 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
     env = stack.env
     policy = env.breaker
     make, expect, hold = SCENARIOS[name]
+    if name == "leak-trend":
+        requires(env, plan.no_simulator_canary)
     canaries = stack.targets_in("canary")
-    if not canaries:
-        pytest.skip(f"environment {env.name} has no canary pool")
-    if name == "leak-trend" and any(stack.backend(n) != "simulator" for n in canaries):
-        pytest.skip("leak-trend: a memory leak is a defect inside the engine; only the simulator can plant one "
-                    "(a real vLLM's RSS does not grow per request)")
     rep.labels(epic="Resilience", feature="Circuit breaker", story=name, suite="breaker")
     rep.title(f"{name} on the canary -> expect {expect}")
     sc = scenario(f"breaker-{name}", hurt=canaries)

@@ -8,10 +8,12 @@ import urllib.request
 
 import pytest
 
+from chaos import plan
+
 from chaos.report import allure as rep
 from chaos.verify.accounting import accounting_verdict
 from chaos.verify.verdict import Verdict
-from suites.conftest import judge
+from suites.conftest import judge, requires
 
 BAD_REQUESTS = {
     "not-json": (b"{not json", "application/json"),
@@ -102,10 +104,8 @@ def test_unicode_normalization_guards_the_tokenizer(stack, extra_gateway, summar
     env = stack.env
     rep.labels(epic="Robustness", feature="Inputs", story=f"tokenizer crash, {'with' if normalize else 'without'} NFKC",
                suite="inputs")
+    requires(env, plan.no_simulator_replica)
     names = [t.name for t in env.targets if t.simulator is not None]
-    if not names:
-        pytest.skip("the tokenizer crash on emoji (the seed's incident) is a defect planted in the simulator; "
-                    "real vLLM's tokenizer serves the corpus (test_special_characters_never_take_a_replica_down judges that)")
     armed = faults.AllOf([faults.sim_fault(stack.direct_url(n), stack.admin_token(), "tokenizer-crash")
                           for n in names])
     restarts = {n: stack.target(n).restart_count() for n in names}

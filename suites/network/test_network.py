@@ -10,14 +10,14 @@ import time
 
 import pytest
 
-from chaos import faults
+from chaos import faults, plan
 from chaos.load.stats import percentile
 from chaos.report import allure as rep
 from chaos.report.tables import latency_table
 from chaos.verify.accounting import accounting_verdict
 from chaos.verify.retries import retry_verdict
 from chaos.verify.verdict import Verdict
-from suites.conftest import fault_happened, judge
+from suites.conftest import fault_happened, judge, requires
 
 TOXICS = {
     # name: (factory, load overrides, seconds held before scaling)
@@ -28,11 +28,8 @@ TOXICS = {
 
 
 def _client_proxy(stack) -> str:
-    env = stack.env
-    if stack.toxiproxy is None:
-        pytest.skip(f"environment {env.name} has no Toxiproxy")
-    names = [p.name for p in env.toxiproxy.proxies if p.listen.endswith(env.endpoints.api.rsplit(":", 1)[-1])]
-    return names[0] if names else pytest.skip("no Toxiproxy proxy listens on the client endpoint")
+    requires(stack.env, plan.no_client_proxy)
+    return plan.client_proxy(stack.env)
 
 
 def _degraded_latency(records, t0: float, t1: float, slas) -> Verdict:

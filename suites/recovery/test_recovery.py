@@ -13,21 +13,21 @@ import time
 import allure
 import pytest
 
-from chaos import faults
+from chaos import faults, plan
 from chaos.report import allure as rep
 from chaos.report.tables import latency_table
 from chaos.targets import admin_token
 from chaos.verify.accounting import accounting_verdict
 from chaos.verify.recovery import recovery_verdict, served_by, steady_seen
-from suites.conftest import fault_happened, judge
+from suites.conftest import fault_happened, judge, requires
 
 # Poisson arrivals at the environment's load.rate_per_s (what its replicas are sized for)
 LOADS = {"steady-users": {}, "poisson": {"users": None, "shape": "rate"}}
 
 
 def _hurt_target(stack) -> str:
-    stable = stack.targets_in("stable")
-    return stable[0] if stable else pytest.skip("environment has no stable target")
+    requires(stack.env, plan.no_stable)
+    return stack.targets_in("stable")[0]
 
 
 def make_fault(kind: str, stack, name: str):
@@ -41,15 +41,10 @@ def make_fault(kind: str, stack, name: str):
     if kind == "engine-death-exit0":
         return stack.engine_death(name)  # simulator: its admin fault; real vLLM: SIGKILL of VLLM::EngineCore
     if kind == "nccl-rank-freeze":
-        if cfg.tp_size < 2:
-            pytest.skip(f"target {name} runs TP {cfg.tp_size}: there is no second rank to freeze")
+        requires(stack.env, plan.no_second_rank)
         return faults.rank_freeze(t, rank=1)
     if kind == "nccl-rank-link-cut":
-        if cfg.backend == "vllm":
-            pytest.skip(f"rank-link cut: vLLM's CPU ranks of {name} talk over shared memory, not TCP, "
-                        "so there is no link for Toxiproxy to cut (on GPUs it is NCCL over NVLink/IB)")
-        if not cfg.rank_proxies or stack.toxiproxy is None:
-            pytest.skip(f"target {name} has no rank link through Toxiproxy")
+        requires(stack.env, plan.no_rank_link)
         return faults.rank_link_cut(stack.toxiproxy, cfg.rank_proxies[0])
     raise ValueError(kind)
 
@@ -169,10 +164,8 @@ def _standby(stack, tmp_path, **changes):
     from chaos.targets import make_target
 
     env = stack.env
+    requires(env, plan.no_local_standby)
     local = [t for t in env.targets if t.pool == "stable" and t.kind == "process" and t.backend != "other"]
-    if not local:
-        pytest.skip("the standby replica is built from a local simulator or vLLM process target; "
-                    f"environment {env.name} has none")
     base = min(local, key=lambda t: t.tp_size)
     cfg = base.model_copy(update={"name": "standby", "port": _free_port(), "serve_proxy": None, "fault_proxy": None,
                                   "rank_proxies": [],

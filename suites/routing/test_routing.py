@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos import faults
+from chaos import faults, plan
 from chaos.errors import SLOViolation
 from chaos.faults import http
 from chaos.faults.gateway import misroute
@@ -23,7 +23,7 @@ from chaos.resilience import signing
 from chaos.verify.accounting import accounting_verdict
 from chaos.verify.secrets import env_secrets, scan, token_files
 from chaos.verify.verdict import Verdict
-from suites.conftest import fault_proof, judge
+from suites.conftest import fault_proof, judge, requires
 
 CHAT = "/v1/chat/completions"
 
@@ -74,8 +74,7 @@ def test_no_store_and_the_model_asked_for(stack, summary) -> None:
 def test_misrouting_is_detected_with_its_share(stack, scenario, summary) -> None:
     """Negative control: with the canary's weight at 0, a 5 % misroute must show as 5 % canary traffic."""
     env = stack.env
-    if not env.endpoints.gateway_admin or not stack.targets_in("canary"):
-        pytest.skip("needs the gateway admin API and a canary pool")
+    requires(env, plan.no_gateway_admin, plan.no_canary)
     rep.labels(epic="Traffic switching", feature="Routing", story="misrouting fault", suite="routing")
     sc = scenario("routing-misroute")
     injected = 0.05
@@ -107,9 +106,8 @@ def test_answers_from_another_model_are_detected(stack, scenario, summary) -> No
     """Negative control at the replicas: their fault proxies make 5 % of answers claim another model;
     the accounting's right_model check must catch that share, whatever the gateway does."""
     env = stack.env
+    requires(env, plan.no_fault_proxies)
     names = [t.name for t in env.targets if t.fault_proxy]
-    if not names:
-        pytest.skip(f"environment {env.name} has no fault proxies in front of its replicas")
     rep.labels(epic="Traffic switching", feature="Routing", story="answers from another model", suite="routing")
     sc = scenario("routing-wrong-model")
     injected = 0.05

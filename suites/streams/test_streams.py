@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from chaos import faults
+from chaos import faults, plan
 from chaos.faults import http
 from chaos.observe.gateway import gateway_failures
 from chaos.report import allure as rep
@@ -23,7 +23,7 @@ from chaos.resilience.client import ResilientClient
 from chaos.verify.streams import (MAX_TOKENS, PROMPT, ClientAnswer, attempts_for, client_verdict, gateway_verdict,
                                   run_client_command)
 from suites.clients.test_backoff_compliance import EXAMPLES, _commands
-from suites.conftest import fault_proof, judge
+from suites.conftest import fault_proof, judge, requires
 
 # every replica gets the rule; the gateway picks which ones see traffic, so a rule alone may hit none
 CHAT = {"match": {"path": "/v1/chat/completions"}, "expect_hits": False}
@@ -52,9 +52,8 @@ def _ask(client: ResilientClient) -> ClientAnswer:
 
 @pytest.fixture
 def proxies(stack):
+    requires(stack.env, plan.no_fault_proxies)
     names = [t.name for t in stack.env.targets if t.fault_proxy]
-    if not names:
-        pytest.skip(f"environment {stack.env.name} has no fault proxies in front of its replicas")
     return [stack.fault_proxy(n) for n in names]
 
 

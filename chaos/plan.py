@@ -1,0 +1,167 @@
+"""Know before you run: which suite of an environment will run, skip (and why) or be refused.
+
+Each requirement below is the question a suite asks before it skips; the suites call these same
+functions, so the table `chaos env check` prints and what a run then does cannot disagree. Some
+answers exist only once the stack runs (the canary's measured traffic, a recorded baseline): those
+rows say "decided at run time" and why.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+from urllib.parse import urlparse
+
+from chaos.env import Environment
+
+RUN, SKIP, REFUSED, AT_RUN_TIME = "run", "skip", "refused", "at run time"
+
+
+# -- requirements: None when met, else the reason the suite skips --------------------------------
+def no_toxiproxy(env: Environment) -> str | None:
+    return None if env.toxiproxy is not None else f"environment {env.name} has no Toxiproxy"
+
+
+def client_proxy(env: Environment) -> str | None:
+    """The Toxiproxy proxy clients go through: the one that listens on the API URL's host and port
+    (80/443 when the URL names none), else one named "client"."""
+    if env.toxiproxy is None:
+        return None
+    u = urlparse(env.endpoints.api)
+    port = u.port or (443 if u.scheme == "https" else 80)
+    for p in env.toxiproxy.proxies:
+        host, _, lport = p.listen.rpartition(":")
+        if lport.isdigit() and int(lport) == port and host in (u.hostname, "0.0.0.0", "", "[::]"):
+            return p.name
+    return next((p.name for p in env.toxiproxy.proxies if p.name == "client"), None)
+
+
+def no_client_proxy(env: Environment) -> str | None:
+    if (why := no_toxiproxy(env)) is not None:
+        return why
+    return None if client_proxy(env) else (f"no Toxiproxy proxy listens on the API endpoint {env.endpoints.api} "
+                                           "(and none is named 'client')")
+
+
+def no_gateway_admin(env: Environment) -> str | None:
+    return None if env.endpoints.gateway_admin else f"environment {env.name} has no gateway admin endpoint"
+
+
+def no_canary(env: Environment) -> str | None:
+    return None if any(t.pool == "canary" for t in env.targets) else f"environment {env.name} has no canary pool"
+
+
+def no_stable(env: Environment) -> str | None:
+    return None if any(t.pool == "stable" for t in env.targets) else f"environment {env.name} has no stable target"
+
+
+def no_fault_proxies(env: Environment) -> str | None:
+    return None if any(t.fault_proxy for t in env.targets) else \
+        f"environment {env.name} has no fault proxies in front of its replicas"
+
+
+def _hurt(env: Environment):
+    stable = [t for t in env.targets if t.pool == "stable"]
+    return stable[0] if stable else None
+
+
+def no_second_rank(env: Environment) -> str | None:
+    t = _hurt(env)
+    if t is None:
+        return no_stable(env)
+    return None if t.tp_size >= 2 else f"target {t.name} runs TP {t.tp_size}: there is no second rank to freeze"
+
+
+def no_rank_link(env: Environment) -> str | None:
+    t = _hurt(env)
+    if t is None:
+        return no_stable(env)
+    if t.backend == "vllm":
+        return (f"rank-link cut: vLLM's CPU ranks of {t.name} talk over shared memory, not TCP, so there is "
+                "no link for Toxiproxy to cut (on GPUs it is NCCL over NVLink/IB)")
+    return None if t.rank_proxies and env.toxiproxy is not None else f"target {t.name} has no rank link through Toxiproxy"
+
+
+def no_simulator_replica(env: Environment) -> str | None:
+    return None if any(t.simulator is not None for t in env.targets) else \
+        ("the tokenizer crash on emoji (the seed's incident) is a defect planted in the simulator; real vLLM's "
+         "tokenizer serves the corpus (test_special_characters_never_take_a_replica_down judges that)")
+
+
+def no_simulator_canary(env: Environment) -> str | None:
+    canaries = [t for t in env.targets if t.pool == "canary"]
+    return None if canaries and all(t.backend == "simulator" for t in canaries) else \
+        ("leak-trend: a memory leak is a defect inside the engine; only the simulator can plant one "
+         "(a real vLLM's RSS does not grow per request)")
+
+
+def no_local_standby(env: Environment) -> str | None:
+    ok = any(t.pool == "stable" and t.kind == "process" and t.backend != "other" for t in env.targets)
+    return None if ok else ("the standby replica is built from a local simulator or vLLM process target; "
+                            f"environment {env.name} has none")
+
+
+@dataclass(frozen=True)
+class Entry:
+    suite: str
+    what: str
+    destructive: bool
+    needs: tuple[Callable[[Environment], str | None], ...] = ()
+    at_run_time: str = ""  # what is only known once the stack runs
+
+
+ENTRIES = (  # destructive: as the suites mark their tests (refused on a protected environment)
+    Entry("smoke", "Toxiproxy proxies an echo server; a latency toxic applies", False),
+    Entry("recovery", "GPU driver reset, crash, engine death on a stable replica", True, (no_stable,)),
+    Entry("recovery", "NCCL rank freeze", True, (no_second_rank,)),
+    Entry("recovery", "NCCL rank-link cut", True, (no_rank_link,)),
+    Entry("recovery", "no-fault baselines", False, (no_stable,)),
+    Entry("recovery", "cold start of a standby replica", False, (no_local_standby,)),
+    Entry("recovery", "restart policy on-failure (negative control)", True, (no_local_standby,)),
+    Entry("network", "client-path jitter, reset, timeout", False, (no_client_proxy,)),
+    Entry("breaker", "degrade / rollback / OOM tiers on the canary", False, (no_gateway_admin, no_canary),
+          "the canary's traffic at warm-up must reach min_calls per window"),
+    Entry("breaker", "leak trend", False, (no_gateway_admin, no_simulator_canary)),
+    Entry("routing", "cache headers, the model asked for, signing, secrets", False),
+    Entry("routing", "misrouting share", False, (no_gateway_admin, no_canary)),
+    Entry("routing", "answers from another model", False, (no_fault_proxies,)),
+    Entry("streams", "SSE cut, stall, error chunk, duplicate", False, (no_fault_proxies,)),
+    Entry("clients", "backoff compliance of the reference and listed clients", False),
+    Entry("inputs", "special characters; malformed requests", False),
+    Entry("inputs", "tokenizer crash with and without NFKC", True, (no_simulator_replica,)),
+    Entry("load", "7:2:1 mix; 100 x xl burst", False, (),
+          "the regression check needs a recorded baseline (`CHAOS_UPDATE_BASELINE=1`)"),
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    suite: str
+    what: str
+    verdict: str
+    reason: str
+
+
+def plan(env: Environment, *, allow_destructive: bool) -> list[Row]:
+    """One row per entry: run, skip (the suite's own reason), refused (protected, destructive),
+    or run with a condition decided at run time."""
+    rows = []
+    for e in ENTRIES:
+        why = next((r for r in (need(env) for need in e.needs) if r), None)
+        if why:
+            rows.append(Row(e.suite, e.what, SKIP, why))
+        elif e.destructive and env.safety.protected and not allow_destructive:
+            rows.append(Row(e.suite, e.what, REFUSED, f"environment {env.name} is protected; pass --allow-destructive"))
+        elif e.at_run_time:
+            rows.append(Row(e.suite, e.what, AT_RUN_TIME, e.at_run_time))
+        else:
+            rows.append(Row(e.suite, e.what, RUN, ""))
+    return rows
+
+
+def format_plan(rows: list[Row]) -> list[str]:
+    """Plain-text table lines (terminal and report)."""
+    w1, w2 = max(len(r.suite) for r in rows), max(len(r.what) for r in rows)
+    w3 = max(len(r.verdict) for r in rows)
+    out = [f"{'suite':<{w1}}  {'scenarios':<{w2}}  {'verdict':<{w3}}  why"]
+    out += [f"{r.suite:<{w1}}  {r.what:<{w2}}  {r.verdict:<{w3}}  {r.reason}".rstrip() for r in rows]
+    return out
