@@ -1,0 +1,35 @@
+"""`chaos lab up|down|status`: the lab of real hosts (network namespaces) this machine can be."""
+from __future__ import annotations
+
+import typer
+
+lab_app = typer.Typer(help="A lab of real hosts on this machine: a GPU host reached over SSH, a load host.",
+                      no_args_is_help=True)
+StateOption = typer.Option(".state/lab", "--state-dir", help="where the lab keeps its keys, configs and logs")
+
+
+@lab_app.command("up")
+def up(state_dir: str = StateOption,
+       image: list[str] = typer.Option([], "--image", help="copy this image into the GPU host's engine (repeatable)")) -> None:
+    """Create the namespaces, start the GPU host's sshd and Docker engine (idempotent)."""
+    from chaos.lab import GPU, LOAD, Lab
+
+    lab = Lab(state_dir).up()
+    for name in image:
+        lab.load_image(name)
+    typer.echo(f"GPU host  {GPU.netns}  {GPU.address}  docker_host: {lab.docker_host()}")
+    typer.echo(f"load host {LOAD.netns}  {LOAD.address}")
+    typer.echo(f"export CHAOS_SSH_CONFIG={lab.ssh_config}")
+
+
+@lab_app.command("down")
+def down(state_dir: str = StateOption) -> None:
+    """Remove the GPU host's containers, stop its engine and sshd, delete the namespaces."""
+    from chaos.lab import Lab
+
+    done = Lab(state_dir).down()
+    typer.echo("lab: removed " + (", ".join(done) if done else "nothing (it was not up)"))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(lab_app, name="lab")

@@ -1,0 +1,214 @@
+"""A lab of real hosts on this machine: network namespaces with their own addresses.
+
+    root namespace (the harness)  10.231.1.1 --veth-- 10.231.1.2  chaos-lab-gpu: sshd + its own dockerd
+                                  10.231.2.1 --veth-- 10.231.2.2  chaos-lab-load: Locust workers
+
+The "GPU host" is reached the way a team reaches theirs: Docker over SSH (`docker_host:
+ssh://root@10.231.1.2/run/chaos-lab/gpu/docker.sock`), with a key made when the lab comes up. It
+runs its own Docker engine inside its namespace (own data root, exec root and containerd), so a
+container with host networking serves on the GPU host's address, not on the harness's machine.
+Every address is inside the 10.231.0.0/16 the lab creates; nothing else is ever aimed at.
+
+`chaos lab up` / `chaos lab down` (idempotent); the state lives in `.state/lab/`.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from chaos.errors import StackError
+
+PREFIX = "10.231"
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str   # the namespace is chaos-lab-<name>
+    subnet: int
+
+    @property
+    def netns(self) -> str:
+        return f"chaos-lab-{self.name}"
+
+    @property
+    def address(self) -> str:  # inside the namespace
+        return f"{PREFIX}.{self.subnet}.2"
+
+    @property
+    def gateway(self) -> str:  # the root side of its veth
+        return f"{PREFIX}.{self.subnet}.1"
+
+    @property
+    def veth(self) -> str:
+        return f"clab-{self.name}"[:15]
+
+
+GPU, LOAD = Host("gpu", 1), Host("load", 2)
+HOSTS = (GPU, LOAD)
+ENGINE_SOCKET = "/run/chaos-lab/gpu/docker.sock"
+
+
+def _run(*cmd: str, check: bool = True, ns: str | None = None) -> subprocess.CompletedProcess[str]:
+    full = (["ip", "netns", "exec", ns] if ns else []) + list(cmd)
+    r = subprocess.run(full, capture_output=True, text=True, timeout=60)
+    if check and r.returncode != 0:
+        raise StackError(f"lab: `{' '.join(full)}` failed: {(r.stderr or r.stdout).strip().splitlines()[-1:]}")
+    return r
+
+
+def missing() -> str | None:
+    """Why the lab cannot run here (None when it can): root, iproute2, sshd, ssh, dockerd."""
+    if os.geteuid() != 0:
+        return "the lab needs root (network namespaces)"
+    for tool in ("ip", "nsenter", "ssh", "ssh-keygen", "dockerd", "docker"):
+        if shutil.which(tool) is None:
+            return f"the lab needs `{tool}` (apt-get install iproute2 openssh-client docker.io)"
+    if not Path("/usr/sbin/sshd").exists():
+        return "the lab needs sshd (apt-get install openssh-server)"
+    return None
+
+
+class Lab:
+    def __init__(self, state_dir: str | os.PathLike[str] = ".state/lab") -> None:
+        self.state = Path(state_dir).resolve()
+        self.key = self.state / "id_ed25519"
+        self.ssh_config = self.state / "ssh_config"
+
+    # -- namespaces -------------------------------------------------------------------------------
+    def _netns(self, h: Host) -> None:
+        if h.netns not in _run("ip", "netns", "list").stdout.split():
+            _run("ip", "netns", "add", h.netns)
+        if _run("ip", "link", "show", h.veth, check=False).returncode != 0:
+            _run("ip", "link", "add", h.veth, "type", "veth", "peer", "name", "eth0", "netns", h.netns)
+            _run("ip", "addr", "add", f"{h.gateway}/24", "dev", h.veth)
+            _run("ip", "addr", "add", f"{h.address}/24", "dev", "eth0", ns=h.netns)
+        _run("ip", "link", "set", h.veth, "up")
+        _run("ip", "link", "set", "eth0", "up", ns=h.netns)
+        _run("ip", "link", "set", "lo", "up", ns=h.netns)
+
+    # -- the GPU host: sshd and its Docker engine ------------------------------------------------
+    def _keys(self) -> None:
+        self.state.mkdir(parents=True, exist_ok=True)
+        for path in (self.key, self.state / "host_ed25519"):
+            if not path.exists():
+                _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "llm-chaos-lab", "-f", str(path))
+        (self.state / "authorized_keys").write_text(Path(f"{self.key}.pub").read_text())
+        host_pub = Path(f"{self.state / 'host_ed25519'}.pub").read_text().split()
+        (self.state / "known_hosts").write_text(f"{GPU.address} {host_pub[0]} {host_pub[1]}\n")
+        self.ssh_config.write_text(
+            f"Host {GPU.address}\n  User root\n  IdentityFile {self.key}\n  IdentitiesOnly yes\n"
+            f"  UserKnownHostsFile {self.state / 'known_hosts'}\n  StrictHostKeyChecking yes\n")
+        (self.state / "sshd_config").write_text(
+            f"ListenAddress {GPU.address}\nPort 22\nHostKey {self.state / 'host_ed25519'}\n"
+            f"AuthorizedKeysFile {self.state / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
+            "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+            f"PidFile {self.state / 'sshd.pid'}\nAllowStreamLocalForwarding yes\n")
+
+    def _pidfile(self, name: str) -> Path:  # the lab's own record (sshd writes its PidFile elsewhere)
+        return self.state / f"{name}.lab-pid"
+
+    def _spawn(self, name: str, cmd: list[str]) -> None:
+        pidfile = self._pidfile(name)
+        if pidfile.exists() and _alive(int(pidfile.read_text().split()[0] or 0)):
+            return
+        log = open(self.state / f"{name}.log", "ab")
+        # nsenter, not `ip netns exec`: that also remounts /sys, which hides the cgroup mounts dockerd needs
+        p = subprocess.Popen(["nsenter", f"--net=/var/run/netns/{GPU.netns}", *cmd], stdout=log, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, start_new_session=True)
+        pidfile.write_text(str(p.pid))
+
+    def _wait(self, what: str, ok, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not ok():
+            if time.monotonic() > deadline:
+                tail = (self.state / f"{what}.log").read_text(errors="replace").strip().splitlines()[-1:]
+                raise StackError(f"lab: {what} on {GPU.netns} not up within {timeout:g} s: {tail}")
+            time.sleep(0.2)
+
+    def up(self) -> "Lab":
+        why = missing()
+        if why:
+            raise StackError(why)
+        for h in HOSTS:
+            self._netns(h)
+        self._keys()
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
+        self._spawn("sshd", ["/usr/sbin/sshd", "-D", "-e", "-f", str(self.state / "sshd_config")])
+        Path(ENGINE_SOCKET).parent.mkdir(parents=True, exist_ok=True)
+        root = Path("/var/lib/chaos-lab/gpu")
+        self._spawn("dockerd", ["dockerd", "--host", f"unix://{ENGINE_SOCKET}", "--data-root", str(root),
+                                "--exec-root", "/run/chaos-lab/gpu/exec", "--pidfile", "/run/chaos-lab/gpu/dockerd.pid",
+                                "--bridge", "none", "--iptables=false", "--ip6tables=false", "--ip-masq=false",
+                                "--cgroup-parent", "chaos-lab-gpu"])
+        self._wait("sshd", lambda: _run("ssh", "-F", str(self.ssh_config), "-o", "BatchMode=yes",
+                                        "-o", "ConnectTimeout=2", GPU.address, "true", check=False).returncode == 0)
+        self._wait("dockerd", lambda: _run("docker", "-H", f"unix://{ENGINE_SOCKET}", "version", check=False).returncode == 0)
+        return self
+
+    def docker_host(self) -> str:
+        return f"ssh://root@{GPU.address}{ENGINE_SOCKET}"
+
+    def load_image(self, image: str) -> None:
+        """Copy an image of the machine's engine into the GPU host's (no registry here)."""
+        have = _run("docker", "-H", f"unix://{ENGINE_SOCKET}", "image", "inspect", image, check=False)
+        if have.returncode == 0:
+            return
+        save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
+        load = subprocess.run(["docker", "-H", f"unix://{ENGINE_SOCKET}", "load", "-q"], stdin=save.stdout,
+                              capture_output=True, text=True, timeout=600)
+        save.wait(600)
+        if save.returncode or load.returncode:
+            raise StackError(f"lab: copying {image} to the GPU host failed: {load.stderr.strip()[-300:]}")
+
+    def down(self) -> list[str]:
+        """Stop the GPU host's containers, engine and sshd; delete the namespaces. What was removed."""
+        done = []
+        if Path(ENGINE_SOCKET).exists():
+            ids = _run("docker", "-H", f"unix://{ENGINE_SOCKET}", "ps", "-aq", check=False).stdout.split()
+            if ids:
+                _run("docker", "-H", f"unix://{ENGINE_SOCKET}", "rm", "-f", *ids, check=False)
+                done.append(f"{len(ids)} container(s) on the GPU host")
+        for name in ("dockerd", "sshd"):
+            pidfile = self._pidfile(name)
+            if pidfile.exists():
+                pid = int(pidfile.read_text().split()[0] or 0)
+                if _alive(pid):
+                    _stop_group(pid)
+                    done.append(name)
+                pidfile.unlink(missing_ok=True)
+        for h in HOSTS:
+            if _run("ip", "link", "show", h.veth, check=False).returncode == 0:
+                _run("ip", "link", "del", h.veth, check=False)
+            if h.netns in _run("ip", "netns", "list", check=False).stdout.split():
+                _run("ip", "netns", "del", h.netns, check=False)
+                done.append(f"namespace {h.netns}")
+        return done
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return pid > 0
+    except OSError:
+        return False
+
+
+def _stop_group(pid: int, timeout: float = 15.0) -> None:
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except OSError:
+        return
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.1)
+    if _alive(pid):
+        os.killpg(pid, signal.SIGKILL)

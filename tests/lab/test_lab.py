@@ -1,0 +1,137 @@
+"""The lab of real hosts: a GPU-host network namespace with its own sshd and Docker engine, reached
+only over SSH, and the one-line errors a broken key or an unreachable engine give."""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+import pytest
+
+from chaos.errors import TargetError
+from chaos.pytest_plugin import require_component
+from tests._support import free_port
+from tests.cli.test_cli import chaos
+
+IMAGE = "llm-chaos-base:bookworm"  # the locally made base (scripts/build-base.sh): it has python3
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    from chaos.lab import Lab, missing
+
+    require_component("lab", missing(), also=("docker",))
+    from tests._support import _image_reason
+
+    require_component("docker", _image_reason(IMAGE))
+    state = tmp_path_factory.mktemp("lab")
+    lab = Lab(state).up()
+    try:
+        lab.load_image(IMAGE)
+        yield lab
+    finally:
+        lab.down()
+
+
+@pytest.fixture
+def lab_ssh(lab, monkeypatch):
+    from chaos.targets import ssh_docker
+
+    monkeypatch.setenv("CHAOS_SSH_CONFIG", str(lab.ssh_config))
+    yield lab
+    ssh_docker.close_all()
+
+
+def _get(url: str) -> int | str:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return r.status
+    except (urllib.error.URLError, OSError) as e:
+        return type(e).__name__
+
+
+def test_a_container_on_the_gpu_host_serves_on_its_address_only(lab_ssh) -> None:
+    from chaos.lab import GPU
+    from chaos.targets.docker import client_for
+
+    client = client_for(lab_ssh.docker_host())  # through `ssh -L`, the engine inside the namespace
+    port = free_port()
+    c = client.containers.run(IMAGE, ["python3", "-m", "http.server", str(port), "--bind", GPU.address],
+                              network_mode="host", detach=True, name=f"lab-{uuid.uuid4().hex[:6]}")
+    try:
+        deadline = time.monotonic() + 30
+        while _get(f"http://{GPU.address}:{port}/") != 200:
+            assert time.monotonic() < deadline, c.logs().decode()[-500:]
+            time.sleep(0.2)
+        assert _get(f"http://127.0.0.1:{port}/") != 200  # not on the harness machine's loopback
+        # the machine's own engine does not know the container: it is on another host's engine
+        local = subprocess.run(["docker", "ps", "-q", "--filter", f"name={c.name}"], capture_output=True, text=True)
+        assert local.stdout.strip() == ""
+    finally:
+        c.remove(force=True)
+
+
+def test_a_broken_key_is_one_line_naming_the_host(lab, tmp_path, monkeypatch) -> None:
+    from chaos.lab import GPU
+    from chaos.targets import ssh_docker
+    from chaos.targets.docker import client_for
+
+    wrong = tmp_path / "wrong_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(wrong)], check=True)
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(lab.ssh_config.read_text().replace(str(lab.key), str(wrong)))
+    monkeypatch.setenv("CHAOS_SSH_CONFIG", str(cfg))
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(TargetError) as e:
+            client_for(lab.docker_host())
+        assert time.monotonic() - t0 < 20  # BatchMode: never waits for a password prompt
+        msg = str(e.value)
+        assert "\n" not in msg and GPU.address in msg and "Permission denied" in msg, msg
+        env_file = tmp_path / "lab-broken.yaml"
+        env_file.write_text(f"name: lab-broken\nendpoints: {{api: 'http://{GPU.address}:9'}}\n"
+                            f"targets:\n  - {{name: gpu-1, kind: docker, host: {GPU.address}, port: 9, "
+                            f"image: {IMAGE}, docker_host: '{lab.docker_host()}'}}\n")
+        r = chaos("env", "check", "--env", str(env_file), "--probe", "--timeout", "2",
+                  env={"CHAOS_SSH_CONFIG": str(cfg)})
+        assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
+        engine = [line for line in r.stdout.splitlines() if "docker engine" in line]
+        assert len(engine) == 1 and engine[0].startswith("FAIL") and "Permission denied" in engine[0], r.stdout
+    finally:
+        ssh_docker.close_all()
+
+
+def test_an_unreachable_engine_socket_is_one_line(lab_ssh) -> None:
+    from chaos.lab import GPU
+    from chaos.targets.docker import client_for
+
+    with pytest.raises(TargetError) as e:
+        client_for(f"ssh://root@{GPU.address}/run/no-such-engine.sock")
+    assert "\n" not in str(e.value) and GPU.address in str(e.value)
+
+
+def test_down_leaves_nothing(lab) -> None:  # last: it takes the module's lab down
+    from chaos.lab import GPU, LOAD, ENGINE_SOCKET
+
+    assert lab.down()
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert GPU.netns not in names and LOAD.netns not in names
+    assert not any(lab._pidfile(n).exists() for n in ("sshd", "dockerd"))
+    assert subprocess.run(["docker", "-H", f"unix://{ENGINE_SOCKET}", "version"], capture_output=True).returncode != 0
+    assert not any(f"-f {lab.state}" in p for p in _cmdlines()), "no sshd of the lab left"
+    assert lab.down() == []  # idempotent
+    assert lab.key.exists()  # the key stays for the next up
+
+
+def _cmdlines() -> list[str]:
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                out.append(open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace"))
+            except OSError:
+                pass
+    return out
