@@ -157,14 +157,30 @@ class DockerTarget:
         self._carried_restarts += max(0, auto - int(self.container.attrs.get("RestartCount", 0)))
 
     def kill(self, sig: int = _signal.SIGKILL) -> None:
-        """Local engine: signal the container's init process from the host, so Docker sees a crash and
-        applies the restart policy (`docker kill` counts as a manual stop). Remote: `docker kill`."""
+        """Signal the container's init process as its host's kernel sees it, so Docker sees a crash
+        and applies the restart policy: `docker kill` counts as a manual stop, and the policy never
+        fires. Local engine: os.kill from here. Remote: from a throw-away container in the remote
+        host's PID namespace (the target's own image, already on that engine); a signal sent from
+        inside the container would not do, since a PID namespace's init ignores SIGKILL from within."""
         c = self.container
         pid = c.attrs["State"]["Pid"]
-        if not self.remote and pid and _proc.alive(pid):
+        if not pid:
+            raise TargetError(f"container {self.container_name} has no running process to kill", target=self.name)
+        if not self.remote and _proc.alive(pid):
             os.kill(pid, sig)
         else:
-            c.kill(signal=int(sig))
+            self._kill_on_host(int(pid), int(sig), c.image.id)
+
+    def _kill_on_host(self, pid: int, sig: int, image: str) -> None:
+        import docker
+
+        try:
+            self.client.containers.run(image, ["sh", "-c", f"kill -{sig} {pid}"], entrypoint=[], pid_mode="host",
+                                       network_mode="none", remove=True,
+                                       labels={LABEL_RUN: self.run_id, "llm-chaos.helper": f"kill {self.name}"})
+        except docker.errors.ContainerError as e:
+            raise TargetError(f"kill -{sig} of pid {pid} on the remote host failed: "
+                              f"{(e.stderr or b'').decode(errors='replace').strip()}", target=self.name) from None
 
     def pause(self) -> None:
         self.container.pause()

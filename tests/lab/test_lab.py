@@ -113,6 +113,34 @@ def test_an_unreachable_engine_socket_is_one_line(lab_ssh) -> None:
     assert "\n" not in str(e.value) and GPU.address in str(e.value)
 
 
+def test_a_remote_kill_is_a_crash_the_restart_policy_answers_and_docker_kill_is_not(lab_ssh, tmp_path) -> None:
+    """Over SSH there is no os.kill: the target's kill signals the container's init from the GPU
+    host's PID namespace, so `restart: always` brings it back; `docker kill` is a manual stop."""
+    from chaos.lab import GPU
+    from chaos.targets.docker import DockerTarget
+
+    port = free_port()
+    serve = f"mkdir -p /srv && cd /srv && echo ok > health && exec python3 -m http.server {port} --bind {GPU.address}"
+    t = DockerTarget("lab-replica", IMAGE, args=["sh", "-c", serve],
+                     port=port, host=GPU.address, docker_host=lab_ssh.docker_host(), run_id=uuid.uuid4().hex[:6],
+                     state_dir=tmp_path, restart_policy="always")
+    assert t.remote
+    try:
+        t.start()
+        t.wait_healthy(30)
+        pid, before = t.pid(), t.restart_count()
+        t.kill()
+        deadline = time.monotonic() + 30
+        while not (t.restart_count() > before and t.pid() not in (None, pid) and t.health()):
+            assert time.monotonic() < deadline, f"not restarted: {t.container.status}, {t.restart_count()}"
+            time.sleep(0.2)
+        t.container.kill()  # what `docker kill` does: Docker treats it as a stop, the policy stays quiet
+        time.sleep(3)
+        assert t.container.status == "exited"
+    finally:
+        t.remove()
+
+
 def test_down_leaves_nothing(lab) -> None:  # last: it takes the module's lab down
     from chaos.lab import GPU, LOAD, ENGINE_SOCKET
 
