@@ -255,7 +255,9 @@ def install_signal_handlers() -> None:
         return
     for sig in HANDLED:
         cur = signal.getsignal(sig)
-        if cur is signal.SIG_IGN:  # ignored on purpose (nohup, a background job): it must stay harmless
+        # SIGHUP ignored is nohup's explicit wish: it stays ignored. SIGINT ignored is only what a
+        # non-interactive shell does to any background job, so a `kill -INT` still reverts and stops
+        if cur is signal.SIG_IGN and sig == signal.SIGHUP:
             continue
         if cur is not _handler:
             _previous[sig] = cur

@@ -37,6 +37,13 @@ def _docker_container(request):
     return c
 
 
+def _default_signals() -> None:
+    # as from a terminal: a CI job started under nohup (SIGHUP ignored) or in the background of a
+    # script (SIGINT ignored) passes those on, and the SIGHUP and SIGINT rounds would prove nothing
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _tiny_pids(port: int) -> list[int]:
     out = []
     for name in os.listdir("/proc"):
@@ -61,7 +68,8 @@ def test_interrupted_harness_never_leaves_a_fault_behind(toxiproxy_server, proxy
         state = tmp_path / f"r{rnd}"
         port = free_port()
         args = [sys.executable, HARNESS, str(state), toxiproxy_server.api, name, str(port), str(rng.randrange(10**6))]
-        h = subprocess.Popen(args + ([container.name] if container else []), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        h = subprocess.Popen(args + ([container.name] if container else []), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             preexec_fn=_default_signals)
         try:
             assert h.stdout.readline().strip() == b"ready", h.stderr.read().decode()
             time.sleep(rng.uniform(0.05, 1.2))
@@ -113,8 +121,7 @@ def test_a_signalled_pytest_run_reverts_every_fault_and_stops_what_it_started(to
                "CHAOS_PROOF_PROXY": name, "CHAOS_PROOF_PORT": str(port), "CHAOS_PROOF_SEED": str(rng.randrange(10**6))}
         # from the repository root, as a suite runs: its conftest and fixtures load
         run = subprocess.Popen([sys.executable, "-m", "pytest", SUITE, "-s", "-q"], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, env=env, cwd=REPO,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                               stderr=subprocess.STDOUT, env=env, cwd=REPO, preexec_fn=_default_signals)
         out: list[bytes] = []
         try:
             for line in run.stdout:
