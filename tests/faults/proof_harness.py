@@ -29,6 +29,11 @@ def main() -> None:
     try:
         t.start()
         t.wait_healthy(10)
+        import time
+
+        deadline = time.monotonic() + 10  # both ranks up before the first rank freeze
+        while len(t.rank_pids()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
         network = [lambda: latency(api, proxy, latency=30), lambda: reset_peer(api, proxy), lambda: down(api, proxy)]
         kinds = [lambda: rank_freeze(t, rank=1), lambda: pause(t)]
         if container:

@@ -28,6 +28,11 @@ def target():
     t.start()
     try:
         t.wait_healthy(10)
+        # both ranks up before the first rank freeze (as tests/targets/test_process.py waits)
+        deadline = time.monotonic() + 10
+        while len(t.rank_pids()) < 2:
+            assert time.monotonic() < deadline, "the target's two ranks did not start"
+            time.sleep(0.05)
         yield t
     finally:
         t.stop(3)

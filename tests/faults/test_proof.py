@@ -131,7 +131,10 @@ def test_a_signalled_pytest_run_reverts_every_fault_and_stops_what_it_started(to
             assert out and out[-1].strip().endswith(b"ready"), b"".join(out).decode()[-2000:]
             time.sleep(rng.uniform(0.05, 1.2))
             victims = _tiny_pids(port)
-            assert victims, "the run's target is running"
+            if not victims:  # the run ended by itself: show why
+                rest, _ = run.communicate(timeout=30)
+                raise AssertionError(f"round {rnd}: the run's target is gone before the signal: "
+                                     + (b"".join(out) + rest).decode(errors="replace")[-3000:])
             run.send_signal(sig)
             rest, _ = run.communicate(timeout=30)
         finally:
