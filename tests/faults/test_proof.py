@@ -138,9 +138,14 @@ def test_a_signalled_pytest_run_reverts_every_fault_and_stops_what_it_started(to
             run.send_signal(sig)
             rest, _ = run.communicate(timeout=30)
         finally:
-            if run.poll() is None:
+            if run.poll() is None:  # the run hung: SIGKILL it, and the target it started with it
                 run.kill()
                 run.wait()
+                for pid in _tiny_pids(port):
+                    try:
+                        os.killpg(os.getpgid(pid), signal.SIGKILL)
+                    except OSError:
+                        pass
         text = (b"".join(out) + (rest or b"")).decode(errors="replace")
         assert run.returncode == 2, (sig.name, run.returncode, text[-3000:])
         if sig != signal.SIGINT:
