@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from chaos.errors import StackError
+from chaos.targets import _proc
 
 PREFIX = "10.231"
 
@@ -114,7 +114,7 @@ class Lab:
 
     def _spawn(self, name: str, cmd: list[str]) -> None:
         pidfile = self._pidfile(name)
-        if pidfile.exists() and _alive(int(pidfile.read_text().split()[0] or 0)):
+        if pidfile.exists() and _proc.alive(int(pidfile.read_text().split()[0] or 0)):
             return
         log = open(self.state / f"{name}.log", "ab")
         # nsenter, not `ip netns exec`: that also remounts /sys, which hides the cgroup mounts dockerd needs
@@ -177,8 +177,8 @@ class Lab:
             pidfile = self._pidfile(name)
             if pidfile.exists():
                 pid = int(pidfile.read_text().split()[0] or 0)
-                if _alive(pid):
-                    _stop_group(pid)
+                if _proc.alive(pid):
+                    _stop(pid)
                     done.append(name)
                 pidfile.unlink(missing_ok=True)
         for h in HOSTS:
@@ -190,25 +190,10 @@ class Lab:
         return done
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return pid > 0
-    except OSError:
-        return False
 
-
-def _stop_group(pid: int, timeout: float = 15.0) -> None:
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except OSError:
-        return
-    deadline = time.monotonic() + timeout
-    while _alive(pid) and time.monotonic() < deadline:
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-        time.sleep(0.1)
-    if _alive(pid):
-        os.killpg(pid, signal.SIGKILL)
+def _stop(pid: int) -> None:
+    _proc.kill_group(pid, timeout=15.0)  # its own session: sshd or dockerd and what they started
+    try:  # reap it when this process started it (the tests), so no zombie is left
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass

@@ -94,9 +94,13 @@ def no_simulator_canary(env: Environment) -> str | None:
          "(a real vLLM's RSS does not grow per request)")
 
 
+def standby_bases(env: Environment) -> list:
+    """The stable targets a standby replica can be built from: local simulator or vLLM processes."""
+    return [t for t in env.targets if t.pool == "stable" and t.kind == "process" and t.backend != "other"]
+
+
 def no_local_standby(env: Environment) -> str | None:
-    ok = any(t.pool == "stable" and t.kind == "process" and t.backend != "other" for t in env.targets)
-    return None if ok else ("the standby replica is built from a local simulator or vLLM process target; "
+    return None if standby_bases(env) else ("the standby replica is built from a local simulator or vLLM process target; "
                             f"environment {env.name} has none")
 
 

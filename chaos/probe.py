@@ -75,14 +75,13 @@ def probe(env: Environment, *, timeout: float = 3.0,
                                  "present" if p.name in have else f"missing on {env.toxiproxy.api}"))
     for fp in env.fault_proxies:
         http(f"fault proxy {fp.name}", fp.admin_url, "/_chaos/health")
-    engines: dict[str | None, tuple[bool, str]] = {}
+    engines: set[str | None] = set()  # each engine once, however many targets it runs
     for t in env.targets:
         http(f"replica {t.name}", f"http://{t.host}:{t.port}", "/health")
-        if t.kind == "docker":
-            if t.docker_host not in engines:
-                engines[t.docker_host] = docker(t.docker_host, timeout)
-                ok, detail = engines[t.docker_host]
-                out.append(Probe("docker engine", t.docker_host or "local", ok, detail))
+        if t.kind == "docker" and t.docker_host not in engines:
+            engines.add(t.docker_host)
+            ok, detail = docker(t.docker_host, timeout)
+            out.append(Probe("docker engine", t.docker_host or "local", ok, detail))
     return out
 
 

@@ -1,4 +1,4 @@
-"""`chaos lab up|down|status`: the lab of real hosts (network namespaces) this machine can be."""
+"""`chaos lab up|down`: the lab of real hosts (network namespaces) this machine can be."""
 from __future__ import annotations
 
 import typer

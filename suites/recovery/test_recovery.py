@@ -165,8 +165,7 @@ def _standby(stack, tmp_path, **changes):
 
     env = stack.env
     requires(env, plan.no_local_standby)
-    local = [t for t in env.targets if t.pool == "stable" and t.kind == "process" and t.backend != "other"]
-    base = min(local, key=lambda t: t.tp_size)
+    base = min(plan.standby_bases(env), key=lambda t: t.tp_size)
     cfg = base.model_copy(update={"name": "standby", "port": _free_port(), "serve_proxy": None, "fault_proxy": None,
                                   "rank_proxies": [],
                                   "rank_ports": [_free_port() for _ in base.rank_ports], **changes})
