@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 
@@ -38,10 +39,14 @@ def test_start_health_logs_pidfile_and_stop_kills_the_group(make_proc):
 
 
 def _autogroup_nice(pid: int) -> int | None:
+    """The nice of pid's autogroup; None when it has none (no kernel support, or the process sits
+    in a CPU cgroup, a container's or CI's: the kernel then prints an empty file)."""
     try:  # "/autogroup-123 nice 5"
-        return int(open(f"/proc/{pid}/autogroup").read().split()[-1])
+        text = open(f"/proc/{pid}/autogroup").read()
     except OSError:
         return None
+    match = re.fullmatch(r"/autogroup-\d+ nice (-?\d+)\s*", text)
+    return int(match.group(1)) if match else None
 
 
 def test_nice_lowers_the_process_and_its_autogroup_and_survives_a_restart(make_proc):
