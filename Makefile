@@ -14,7 +14,7 @@ SUITES ?= suites/
 TESTS ?= tests/
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 
-.PHONY: setup venv tools toxiproxy faultproxy allure image test gameday report bench clean cleanup setup-vllm vllm-image
+.PHONY: setup venv tools toxiproxy faultproxy allure image test gameday gameday-lab report bench clean cleanup setup-vllm vllm-image
 
 setup: venv tools
 
@@ -58,6 +58,17 @@ test: setup image
 gameday: setup $(if $(findstring vllm,$(ENV)),setup-vllm) $(if $(findstring docker,$(ENV)),$(if $(findstring vllm,$(ENV)),vllm-image,image))
 	@rm -rf $(RESULTS)
 	$(PYTEST) $(SUITES) --env $(ENV) --alluredir $(RESULTS) $(PYTEST_ARGS); rc=$$?; \
+	  $(MAKE) --no-print-directory report; exit $$rc
+
+# The suites against the lab (root): staging-like hosts made on this machine, the replicas on a GPU
+# host reached over SSH, Toxiproxy and the gateway on an edge host, Locust workers on a load host.
+# The lab is taken down afterwards unless LAB_KEEP=1.
+LAB_KEEP ?=
+gameday-lab: setup image
+	$(VENV)/bin/chaos lab up --env lab
+	@rm -rf $(RESULTS)
+	CHAOS_SSH_CONFIG=.state/lab/ssh_config $(PYTEST) $(SUITES) --env lab --allow-destructive --alluredir $(RESULTS) \
+	  $(PYTEST_ARGS); rc=$$?; [ -n "$(LAB_KEEP)" ] || $(VENV)/bin/chaos lab down; \
 	  $(MAKE) --no-print-directory report; exit $$rc
 
 report: allure

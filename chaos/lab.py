@@ -2,6 +2,10 @@
 
     root namespace (the harness)  10.231.1.1 --veth-- 10.231.1.2  chaos-lab-gpu: sshd + its own dockerd
                                   10.231.2.1 --veth-- 10.231.2.2  chaos-lab-load: Locust workers
+                                  10.231.3.1 --veth-- 10.231.3.2  chaos-lab-edge: Toxiproxy, the gateway
+
+The root namespace routes between the hosts (10.231.0.0/16 only): a host reaches another the way
+machines on one network do, through a router, never through 127.0.0.1.
 
 The "GPU host" is reached the way a team reaches theirs: Docker over SSH (`docker_host:
 ssh://root@10.231.1.2/run/chaos-lab/gpu/docker.sock`), with a key made when the lab comes up. It
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -48,8 +53,11 @@ class Host:
         return f"clab-{self.name}"[:15]
 
 
-GPU, LOAD = Host("gpu", 1), Host("load", 2)
-HOSTS = (GPU, LOAD)
+GPU, LOAD, EDGE = Host("gpu", 1), Host("load", 2), Host("edge", 3)
+HOSTS = (GPU, LOAD, EDGE)
+NETWORK = f"{PREFIX}.0.0/16"
+# Docker sets the FORWARD policy to DROP; this one rule (removed by `down`) lets the hosts talk
+FORWARD_RULE = ["FORWARD", "-s", NETWORK, "-d", NETWORK, "-m", "comment", "--comment", "llm-chaos-lab", "-j", "ACCEPT"]
 ENGINE_SOCKET = "/run/chaos-lab/gpu/docker.sock"
 
 
@@ -90,6 +98,17 @@ class Lab:
         _run("ip", "link", "set", h.veth, "up")
         _run("ip", "link", "set", "eth0", "up", ns=h.netns)
         _run("ip", "link", "set", "lo", "up", ns=h.netns)
+        if _run("ip", "route", "show", NETWORK, ns=h.netns).stdout.strip() == "":
+            _run("ip", "route", "add", NETWORK, "via", h.gateway, ns=h.netns)
+
+    def _routing(self) -> None:
+        """Let the root namespace forward between the hosts' subnets (and nothing else)."""
+        forward = Path("/proc/sys/net/ipv4/ip_forward")
+        if forward.read_text().strip() != "1":  # Docker already sets it; remember to put it back otherwise
+            (self.state / "ip_forward.orig").write_text(forward.read_text())
+            forward.write_text("1\n")
+        if shutil.which("iptables") and _run("iptables", "-C", *FORWARD_RULE, check=False).returncode != 0:
+            _run("iptables", "-I", *FORWARD_RULE)
 
     # -- the GPU host: sshd and its Docker engine ------------------------------------------------
     def _keys(self) -> None:
@@ -112,15 +131,31 @@ class Lab:
     def _pidfile(self, name: str) -> Path:  # the lab's own record (sshd writes its PidFile elsewhere)
         return self.state / f"{name}.lab-pid"
 
-    def _spawn(self, name: str, cmd: list[str]) -> None:
+    def spawn(self, name: str, cmd: list[str], host: Host | None = None, env: dict[str, str] | None = None) -> int:
+        """Run `cmd` on a lab host in its own session, logging to the state dir; a running one of
+        the same name is kept (up is idempotent). Its pid; `down` stops it."""
         pidfile = self._pidfile(name)
-        if pidfile.exists() and _proc.alive(int(pidfile.read_text().split()[0] or 0)):
-            return
+        if pidfile.exists() and _proc.alive(pid := int(pidfile.read_text().split()[0] or 0)):
+            return pid
         log = open(self.state / f"{name}.log", "ab")
         # nsenter, not `ip netns exec`: that also remounts /sys, which hides the cgroup mounts dockerd needs
-        p = subprocess.Popen(["nsenter", f"--net=/var/run/netns/{GPU.netns}", *cmd], stdout=log, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, start_new_session=True)
+        p = subprocess.Popen(["nsenter", f"--net=/var/run/netns/{(host or GPU).netns}", *cmd], stdout=log,
+                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                             env={**os.environ, **(env or {})})
         pidfile.write_text(str(p.pid))
+        return p.pid
+
+    def stop(self, name: str) -> bool:
+        """Stop what spawn(name) started (its whole session); whether it was running."""
+        pidfile = self._pidfile(name)
+        if not pidfile.exists():
+            return False
+        pid = int(pidfile.read_text().split()[0] or 0)
+        running = _proc.alive(pid)
+        if running:
+            _stop(pid)
+        pidfile.unlink(missing_ok=True)
+        return running
 
     def _wait(self, what: str, ok, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -130,18 +165,27 @@ class Lab:
                 raise StackError(f"lab: {what} on {GPU.netns} not up within {timeout:g} s: {tail}")
             time.sleep(0.2)
 
+    def _running(self, name: str) -> bool:
+        pidfile = self._pidfile(name)
+        return pidfile.exists() and _proc.alive(int(pidfile.read_text().split()[0] or 0))
+
     def up(self) -> "Lab":
         why = missing()
         if why:
             raise StackError(why)
+        if not (self._running("sshd") or self._running("dockerd")):
+            # nothing of this state runs: whatever runs on the lab's hosts is left from a lab whose
+            # run was killed (or whose state is gone), and it holds the addresses and the engine's pidfile
+            reap_hosts()
         for h in HOSTS:
             self._netns(h)
         self._keys()
+        self._routing()
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
-        self._spawn("sshd", ["/usr/sbin/sshd", "-D", "-e", "-f", str(self.state / "sshd_config")])
+        self.spawn("sshd", ["/usr/sbin/sshd", "-D", "-e", "-f", str(self.state / "sshd_config")])
         Path(ENGINE_SOCKET).parent.mkdir(parents=True, exist_ok=True)
         root = Path("/var/lib/chaos-lab/gpu")
-        self._spawn("dockerd", ["dockerd", "--host", f"unix://{ENGINE_SOCKET}", "--data-root", str(root),
+        self.spawn("dockerd", ["dockerd", "--host", f"unix://{ENGINE_SOCKET}", "--data-root", str(root),
                                 "--exec-root", "/run/chaos-lab/gpu/exec", "--pidfile", "/run/chaos-lab/gpu/dockerd.pid",
                                 "--bridge", "none", "--iptables=false", "--ip6tables=false", "--ip-masq=false",
                                 "--cgroup-parent", "chaos-lab-gpu"])
@@ -155,9 +199,11 @@ class Lab:
 
     def load_image(self, image: str) -> None:
         """Copy an image of the machine's engine into the GPU host's (no registry here)."""
-        have = _run("docker", "-H", f"unix://{ENGINE_SOCKET}", "image", "inspect", image, check=False)
-        if have.returncode == 0:
-            return
+        fmt = ("--format", "{{.Id}}")
+        have = _run("docker", "-H", f"unix://{ENGINE_SOCKET}", "image", "inspect", *fmt, image, check=False)
+        want = _run("docker", "image", "inspect", *fmt, image, check=False)
+        if have.returncode == 0 and have.stdout.strip() == want.stdout.strip():
+            return  # the same image (a rebuilt one under the same tag is copied again)
         save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
         load = subprocess.run(["docker", "-H", f"unix://{ENGINE_SOCKET}", "load", "-q"], stdin=save.stdout,
                               capture_output=True, text=True, timeout=600)
@@ -173,14 +219,20 @@ class Lab:
             if ids:
                 _run("docker", "-H", f"unix://{ENGINE_SOCKET}", "rm", "-f", *ids, check=False)
                 done.append(f"{len(ids)} container(s) on the GPU host")
-        for name in ("dockerd", "sshd"):
-            pidfile = self._pidfile(name)
-            if pidfile.exists():
-                pid = int(pidfile.read_text().split()[0] or 0)
-                if _proc.alive(pid):
-                    _stop(pid)
-                    done.append(name)
-                pidfile.unlink(missing_ok=True)
+        # what was spawned last goes first: the services before the engine and sshd
+        spawned = sorted(self.state.glob("*.lab-pid"), key=lambda p: p.stat().st_mtime, reverse=True) \
+            if self.state.exists() else []
+        for pidfile in spawned:
+            name = pidfile.name.removesuffix(".lab-pid")
+            if self.stop(name):
+                done.append(name)
+        done += [f"stray pid {pid}" for pid in reap_hosts()]  # a lab whose state is lost
+        if shutil.which("iptables") and _run("iptables", "-C", *FORWARD_RULE, check=False).returncode == 0:
+            _run("iptables", "-D", *FORWARD_RULE, check=False)
+        orig = self.state / "ip_forward.orig"
+        if orig.exists():
+            Path("/proc/sys/net/ipv4/ip_forward").write_text(orig.read_text())
+            orig.unlink()
         for h in HOSTS:
             if _run("ip", "link", "show", h.veth, check=False).returncode == 0:
                 _run("ip", "link", "del", h.veth, check=False)
@@ -189,6 +241,43 @@ class Lab:
                 done.append(f"namespace {h.netns}")
         return done
 
+
+
+def reap_hosts() -> list[int]:
+    """Stop every process whose network is one of the lab's namespaces; the pids stopped."""
+    inodes = set()
+    for h in HOSTS:
+        try:
+            inodes.add(os.stat(f"/var/run/netns/{h.netns}").st_ino)
+        except OSError:
+            pass
+    if not inodes:
+        return []
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}/ns/net").st_ino in inodes:
+                    found.append(int(entry))
+            except OSError:
+                pass  # gone meanwhile
+    found = [p for p in found if _proc.alive(p)]
+    for sig in (signal.SIGCONT, signal.SIGTERM):
+        for pid in found:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + 10.0  # dockerd stops its containers on SIGTERM: give it the time
+    while time.monotonic() < deadline and any(_proc.alive(p) for p in found):
+        time.sleep(0.1)
+    for pid in found:
+        if _proc.alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    return found
 
 
 def _stop(pid: int) -> None:

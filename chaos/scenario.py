@@ -79,7 +79,8 @@ class Scenario:
         kw: dict[str, Any] = dict(users=p.users, duration_s=self.scaled(p.duration_s), mix=dict(p.mix),
                                   classes=dict(p.classes),
                                   model=self.env.endpoints.model, max_tokens=p.max_tokens, stream=p.stream,
-                                  retry_policy=self.env.retry, api_key=self.env.endpoints.api_key, seed=0)
+                                  retry_policy=self.env.retry, api_key=self.env.endpoints.api_key, seed=0,
+                                  workers=p.workers, worker_host=p.worker_host)
         if p.shape == "rate":
             kw.update(rate=p.rate_per_s, users=None)
         kw.update(overrides)
@@ -164,10 +165,14 @@ class Scenario:
         if self.load is None:
             return self.records
         with self.phase("drain load"):
-            result = self.load.wait()  # the run's own deadline: its duration plus the runner's grace
-            self.records = result.records
+            self._collect(self.load.wait())  # the run's own deadline: its duration plus the runner's grace
         self.load = None
         return self.records
+
+    def _collect(self, result: Any) -> None:
+        self.records = result.records
+        for lost in result.lost_workers:  # the run went on without it: say so next to the verdicts
+            self.timeline.event("load_worker_lost", self.name, t=self.clock(), worker=lost)
 
     def close(self) -> None:
         """Stop observers and load, and revert a fault still in place (idempotent)."""
@@ -176,8 +181,7 @@ class Scenario:
             o.stop()
         self._observers.clear()
         if self.load is not None:
-            result = self.load.stop()
-            self.records = result.records
+            self._collect(self.load.stop())
             self.load = None
         self.timeline.dump(self.out_dir / "timeline.json")
 

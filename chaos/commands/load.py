@@ -18,7 +18,10 @@ def load_cmd(
     shape: Optional[str] = typer.Option(None, "--shape", help="users | rate | ramp | step"),
     workload: str = typer.Option("mix", "--workload", help="mix | burst | shared_prefix | special"),
     api: str = typer.Option("chat", "--api", help="chat | completions"),
-    workers: int = typer.Option(0, "--workers", min=0, help="distributed: number of local worker processes"),
+    workers: Optional[int] = typer.Option(None, "--workers", min=0, help="distributed: number of worker processes "
+                                                                          "(default: env load.workers)"),
+    worker_host: Optional[str] = typer.Option(None, "--worker-host", help="where the workers run: local or a lab "
+                                                                          "host, e.g. lab-load (default: env load.worker_host)"),
     out: Path = typer.Option(Path(".state/load"), "--out", help="directory for the record files (a run subdir is made)"),
     classes: Optional[str] = typer.Option(None, "--classes", help="prompt class sizes, e.g. short=512,long=2048,xl=4096"),
     retry: bool = typer.Option(True, "--retry/--no-retry", help="retry with the env's retry policy"),
@@ -44,7 +47,8 @@ def load_cmd(
         kw["classes"] = _parse_classes(classes)
     run_dir = out / time.strftime("%Y%m%d-%H%M%S")
     console = Console()
-    handle = start_load(e.endpoints.api, out_dir=run_dir, workers=workers, **kw)
+    handle = start_load(e.endpoints.api, out_dir=run_dir, workers=prof.workers if workers is None else workers,
+                        worker_host=worker_host or prof.worker_host, **kw)
     total = handle.cfg.duration_s
     try:
         with Progress(TextColumn("[bold]load[/]"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
@@ -69,6 +73,8 @@ def load_cmd(
     console.print(table)
     console.print(f"goodput {st.goodput_per_s:.2f} req/s, throughput {st.throughput_per_s:.2f} req/s, "
                   f"outcomes {st.outcomes}, errors {st.all.errors}")
+    for lost in result.lost_workers:
+        console.print(f"[yellow]load worker lost mid-run: {lost}; the others carried on[/]")
     console.print(f"records: {run_dir}")
 
 

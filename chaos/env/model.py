@@ -213,6 +213,8 @@ class LoadProfile(_Strict):
                                     description="prompt tokens per class (a small model's max-model-len may need less)")
     max_tokens: int = Field(32, ge=1)
     stream: bool = True
+    workers: int = Field(0, ge=0, description="Locust workers sharing the load (0: one local process)")
+    worker_host: str | None = Field(None, description="where the workers run: local, or a lab host (lab-load)")
 
 
 class AbortThresholds(_Strict):

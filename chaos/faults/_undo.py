@@ -8,6 +8,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from chaos.errors import ChaosError
 from chaos.faults import tokens
 from chaos.toxiproxy import Toxiproxy, ToxiproxyError
 from chaos.targets import _proc
@@ -26,6 +27,13 @@ def proxy_enable(api: str, proxy: str) -> dict[str, Any]:
 def send_signal(pid: int, sig: int, *, group: bool = False, target: str | None = None) -> dict[str, Any]:
     return {"kind": "signal", "pid": pid, "start": _proc.start_time(pid), "signal": signal.Signals(sig).name,
             "group": group, "target": target}
+
+
+def container_signal(docker_host: str | None, container: str, pid: int, start: int | None, sig: int,
+                     target: str | None = None) -> dict[str, Any]:
+    """A signal to a process inside a (remote) container, by its pid there and its start time."""
+    return {"kind": "container_signal", "docker_host": docker_host, "container": container, "pid": pid,
+            "start": start, "signal": signal.Signals(sig).name, "target": target}
 
 
 def docker(container: str, action: str, docker_host: str | None) -> dict[str, Any]:
@@ -53,6 +61,8 @@ def run(step: dict[str, Any]) -> str:
         return _signal(step)
     if kind == "docker":
         return _docker(step)
+    if kind == "container_signal":
+        return _container_signal(step)
     if kind == "http":
         return _http(step)
     if kind == "none":
@@ -74,7 +84,9 @@ def _signal(step: dict[str, Any]) -> str:
 def _docker(step: dict[str, Any]) -> str:
     import docker as sdk
 
-    client = sdk.DockerClient(base_url=step["docker_host"]) if step.get("docker_host") else sdk.from_env()
+    from chaos.targets.docker import client_for
+
+    client = client_for(step.get("docker_host"))  # ssh:// goes through the system ssh client
     try:
         try:
             c = client.containers.get(step["container"])
@@ -86,6 +98,33 @@ def _docker(step: dict[str, Any]) -> str:
         elif action == "start" and c.status != "running":
             c.start()
         return f"container {c.name}: {action} (was {c.status})"
+    finally:
+        client.close()
+
+
+def _container_signal(step: dict[str, Any]) -> str:
+    import docker as sdk
+
+    from chaos.targets.docker import client_for
+
+    pid, sig, where = int(step["pid"]), signal.Signals[step["signal"]], step["container"]
+    client = client_for(step.get("docker_host"))
+    try:
+        try:
+            c = client.containers.get(where)
+        except sdk.errors.NotFound:
+            return f"container {where} gone; no {sig.name} needed"
+        if c.status != "running":
+            return f"container {where} is {c.status}; no {sig.name} needed"
+        rc, out = c.exec_run(["cat", f"/proc/{pid}/stat"])
+        text = out.decode(errors="replace")
+        fields = text[text.rindex(")") + 2:].split() if rc == 0 and ")" in text else None
+        if fields is None or (step.get("start") is not None and int(fields[19]) != int(step["start"])):
+            return f"pid {pid} in {where} gone; no {sig.name} needed"
+        rc, out = c.exec_run(["kill", f"-{sig.name[3:]}", str(pid)])
+        if rc != 0:
+            raise ChaosError(f"kill -{sig.name[3:]} {pid} in container {where} failed: {out.decode(errors='replace').strip()}")
+        return f"sent {sig.name} to pid {pid} in container {where}"
     finally:
         client.close()
 

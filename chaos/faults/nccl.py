@@ -41,8 +41,10 @@ class RankFreeze(Fault):
     def _undo(self) -> list[dict[str, Any]]:
         if self.pid is None:
             return []
-        if getattr(self.target, "remote", False):
-            return [{"kind": "none", "note": "remote container: SIGCONT via docker exec is not replayable offline"}]
+        if getattr(self.target, "remote", False):  # a pid inside the container: SIGCONT through exec
+            t: Any = self.target
+            return [_undo.container_signal(t.docker_host, t.container_name, self.pid, t.proc_start(self.pid),
+                                           signal.SIGCONT, target=t.name)]
         return [_undo.send_signal(self.pid, signal.SIGCONT, target=self.target.name)]
 
     def _apply(self) -> None:

@@ -1,4 +1,9 @@
-"""Run Locust headless in subprocesses (local, or one master + N local workers), bounded in time."""
+"""Run Locust headless in subprocesses (local, or one master + N workers), bounded in time.
+
+Workers run here, or on a lab host (`worker_host="lab-load"`: the load-host network namespace,
+their traffic leaving from its address), and connect to the master over that host's link. Every
+process writes its own record file; the run merges them as if one process had sent everything.
+A worker that dies mid-run is reported (LoadResult.lost_workers) and the others carry on."""
 from __future__ import annotations
 
 import json
@@ -32,6 +37,7 @@ class LoadResult:
     config: LoadConfig
     logs: list[Path] = field(default_factory=list)
     client_cpu: list[dict] = field(default_factory=list)  # per process: cpu_s, wall_s while users ran
+    lost_workers: list[str] = field(default_factory=list)  # "worker-1 (killed by SIGKILL at 12.3 s)"
 
     @property
     def client_busy(self) -> float | None:
@@ -76,9 +82,13 @@ def read_dir(out_dir: str | Path, live: bool = False) -> list[RequestRecord]:
 class LoadHandle:
     """A running load: `.records()` while it runs, `.stop()`, `.wait()` -> LoadResult."""
 
-    def __init__(self, cfg: LoadConfig, base_url: str, out_dir: Path, workers: int) -> None:
+    def __init__(self, cfg: LoadConfig, base_url: str, out_dir: Path, workers: int,
+                 worker_host: str | None = None) -> None:
         self.cfg, self.base_url, self.out_dir, self.workers = cfg, base_url, out_dir, workers
+        self.worker_prefix, self.master_host = worker_placement(worker_host)
         self.procs: list[subprocess.Popen] = []
+        self.names: list[str] = []
+        self._ended: dict[int, float] = {}  # index -> seconds into the run when a worker process ended
         self.logs: list[Path] = []
         self._files: list[Any] = []
         self.t_start = time.monotonic()
@@ -87,18 +97,23 @@ class LoadHandle:
         self._offsets: dict[Path, int] = {}
         self._n = self._errors = 0
 
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+    def _spawn(self, name: str, args: list[str], prefix: list[str] | None = None) -> subprocess.Popen:
         log = self.out_dir / f"locust-{name}.log"
         f = open(log, "wb")
         self._files.append(f)
         self.logs.append(log)
         env = dict(os.environ, **{ENV_CONFIG: str(self.out_dir / "load-config.json")})
         env.pop("CHAOS_LOAD_OUT_DIR", None)
-        cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--loglevel", "WARNING", *args]
+        cmd = [*(prefix or []), sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--loglevel", "WARNING", *args]
         p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                              preexec_fn=_sigint_default)
         self.procs.append(p)
+        self.names.append(name)
         return p
+
+    def worker_pids(self) -> dict[str, int]:
+        """The worker processes by name ("worker-0": pid), for a test that kills one."""
+        return {n: p.pid for n, p in zip(self.names, self.procs) if n.startswith("worker-")}
 
     def start(self) -> "LoadHandle":
         self.cfg.save(self.out_dir / "load-config.json")
@@ -109,18 +124,36 @@ class LoadHandle:
                 self._spawn("local", common)
             else:
                 port = _free_port()
-                self._spawn("master", [*common, "--master", "--master-bind-host", "127.0.0.1",
+                self._spawn("master", [*common, "--master", "--master-bind-host", self.master_host,
                                        "--master-bind-port", str(port), "--expect-workers", str(self.workers)])
                 for i in range(self.workers):
-                    self._spawn(f"worker-{i}", ["--worker", "--master-host", "127.0.0.1",
-                                                "--master-port", str(port)])
+                    self._spawn(f"worker-{i}", ["--worker", "--master-host", self.master_host,
+                                                "--master-port", str(port)], self.worker_prefix)
         except OSError as e:
             self._kill_all()
             raise LoadError(f"cannot start locust: {e}") from None
         return self
 
     def running(self) -> bool:
-        return any(p.poll() is None for p in self.procs)
+        alive = False
+        for i, p in enumerate(self.procs):
+            if p.poll() is None:
+                alive = True
+            elif i not in self._ended:
+                self._ended[i] = time.monotonic() - self.t_start
+        return alive
+
+    def _lost_workers(self) -> list[str]:
+        """Workers that died before the run ended (the master and the rest went on without them)."""
+        master_end = self._ended.get(0, float("inf"))
+        out = []
+        for i, (name, p) in enumerate(zip(self.names, self.procs)):
+            rc, ended = p.returncode, self._ended.get(i)
+            if not name.startswith("worker-") or rc in (0, None) or ended is None or ended >= master_end - 0.5:
+                continue
+            how = f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exited with {rc}"
+            out.append(f"{name} ({how} at {ended:.1f} s)")
+        return out
 
     def records(self) -> list[RequestRecord]:
         """Records written so far (flushed every `flush_s`)."""
@@ -164,6 +197,8 @@ class LoadHandle:
             end = time.monotonic() + 3.0
             while self.running() and time.monotonic() < end:
                 time.sleep(0.05)
+        self.running()  # note when the last ones ended
+        lost = self._lost_workers()
         self._kill_all()
         for f in self._files:
             f.close()
@@ -180,7 +215,7 @@ class LoadHandle:
             except (OSError, ValueError):
                 pass  # best effort: a killed process leaves none
         self._result = LoadResult(records, self.out_dir, rcs, time.monotonic() - self.t_start, self.cfg, self.logs,
-                                  metas)
+                                  metas, lost)
         return self._result
 
     def _kill_all(self) -> None:
@@ -217,14 +252,34 @@ def make_config(*, users: int | None = None, rate: float | None = None, shape: s
     return cfg.validate()
 
 
-def start_load(base_url: str, *, out_dir: str | Path, workers: int = 0, **kw: Any) -> LoadHandle:
+def worker_placement(worker_host: str | None) -> tuple[list[str], str]:
+    """(command prefix for a worker, address the master binds) for a worker host: local or a lab host."""
+    if worker_host in (None, "", "local"):
+        return [], "127.0.0.1"
+    from chaos.lab import HOSTS
+
+    for h in HOSTS:
+        if worker_host in (f"lab-{h.name}", h.netns):
+            if not Path(f"/var/run/netns/{h.netns}").exists():
+                raise LoadError(f"worker host {worker_host}: namespace {h.netns} does not exist (run `chaos lab up`)")
+            # nsenter execs the worker in the host's network: its traffic leaves from h.address, and it
+            # reaches the master on the root side of the host's link (h.gateway)
+            return ["nsenter", f"--net=/var/run/netns/{h.netns}"], h.gateway
+    names = ", ".join(f"lab-{h.name}" for h in HOSTS)
+    raise LoadError(f"worker host {worker_host!r}: expected local or a lab host ({names})")
+
+
+def start_load(base_url: str, *, out_dir: str | Path, workers: int = 0, worker_host: str | None = None,
+               **kw: Any) -> LoadHandle:
     """Start a load run in the background; see make_config for the keywords."""
+    if worker_host not in (None, "", "local") and workers <= 0:
+        raise LoadError(f"worker host {worker_host}: distributed load needs workers >= 1")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cfg = make_config(**kw)
     cfg.out_dir = str(out.resolve())
     cfg.workers = max(1, workers)
-    return LoadHandle(cfg, base_url.rstrip("/"), out, workers).start()
+    return LoadHandle(cfg, base_url.rstrip("/"), out, workers, worker_host).start()
 
 
 def run_load(base_url: str, *, out_dir: str | Path, workers: int = 0, **kw: Any) -> LoadResult:

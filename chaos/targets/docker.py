@@ -245,8 +245,20 @@ class DockerTarget:
     def proc_state(self, pid: int) -> str | None:
         if not self.remote:
             return _proc.state(pid)
+        stat = self._remote_stat(pid)
+        return stat[0] if stat else None
+
+    def proc_start(self, pid: int) -> int | None:
+        """The start time (clock ticks) of pid, as its own kernel sees it: with the pid, the process's
+        identity, so an undo step replayed later never signals a newer process that reused the pid."""
+        if not self.remote:
+            return _proc.start_time(pid)
+        stat = self._remote_stat(pid)
+        return int(stat[19]) if stat else None
+
+    def _remote_stat(self, pid: int) -> list[str] | None:
         rc, out = self.exec(["cat", f"/proc/{pid}/stat"])
-        return out[out.rindex(")") + 2:].split()[0] if rc == 0 and ")" in out else None
+        return out[out.rindex(")") + 2:].split() if rc == 0 and ")" in out else None
 
     def __enter__(self) -> "DockerTarget":
         self.start()

@@ -12,37 +12,9 @@ import uuid
 import pytest
 
 from chaos.errors import TargetError
-from chaos.pytest_plugin import require_component
 from tests._support import free_port
 from tests.cli.test_cli import chaos
-
-IMAGE = "llm-chaos-base:bookworm"  # the locally made base (scripts/build-base.sh): it has python3
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    from chaos.lab import Lab, missing
-
-    require_component("lab", missing(), also=("docker",))
-    from tests._support import _image_reason
-
-    require_component("docker", _image_reason(IMAGE))
-    state = tmp_path_factory.mktemp("lab")
-    lab = Lab(state).up()
-    try:
-        lab.load_image(IMAGE)
-        yield lab
-    finally:
-        lab.down()
-
-
-@pytest.fixture
-def lab_ssh(lab, monkeypatch):
-    from chaos.targets import ssh_docker
-
-    monkeypatch.setenv("CHAOS_SSH_CONFIG", str(lab.ssh_config))
-    yield lab
-    ssh_docker.close_all()
+from tests.lab.conftest import IMAGE
 
 
 def _get(url: str) -> int | str:
@@ -141,17 +113,43 @@ def test_a_remote_kill_is_a_crash_the_restart_policy_answers_and_docker_kill_is_
         t.remove()
 
 
-def test_down_leaves_nothing(lab) -> None:  # last: it takes the module's lab down
-    from chaos.lab import GPU, LOAD, ENGINE_SOCKET
+def test_the_hosts_reach_each_other_through_the_router_only_inside_the_lab(lab) -> None:
+    from chaos.lab import EDGE, FORWARD_RULE, GPU, LOAD
+
+    port = free_port()
+    server = subprocess.Popen(["ip", "netns", "exec", GPU.netns, "python3", "-m", "http.server", str(port),
+                               "--bind", GPU.address], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for h in (LOAD, EDGE):  # another host's address, through the root namespace's routing
+            probe = f"import urllib.request as u; print(u.urlopen('http://{GPU.address}:{port}/', timeout=2).status)"
+            deadline = time.monotonic() + 10
+            while True:
+                r = subprocess.run(["ip", "netns", "exec", h.netns, "python3", "-c", probe], capture_output=True, text=True)
+                if r.stdout.strip() == "200" or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert r.stdout.strip() == "200", (h.name, r.stderr[-300:])
+        routes = subprocess.run(["ip", "-n", LOAD.netns, "route"], capture_output=True, text=True).stdout
+        assert "default" not in routes  # a host has no way out of the lab
+        assert subprocess.run(["iptables", "-C", *FORWARD_RULE], capture_output=True).returncode == 0
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_down_leaves_nothing_and_up_comes_back(lab) -> None:
+    from chaos.lab import ENGINE_SOCKET, FORWARD_RULE, HOSTS
 
     assert lab.down()
     names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert GPU.netns not in names and LOAD.netns not in names
-    assert not any(lab._pidfile(n).exists() for n in ("sshd", "dockerd"))
+    assert not any(h.netns in names for h in HOSTS)
+    assert not list(lab.state.glob("*.lab-pid"))
     assert subprocess.run(["docker", "-H", f"unix://{ENGINE_SOCKET}", "version"], capture_output=True).returncode != 0
     assert not any(f"-f {lab.state}" in p for p in _cmdlines()), "no sshd of the lab left"
+    assert subprocess.run(["iptables", "-C", *FORWARD_RULE], capture_output=True).returncode != 0
     assert lab.down() == []  # idempotent
     assert lab.key.exists()  # the key stays for the next up
+    lab.up()  # and the same state comes back up (the session's other lab tests go on with it)
 
 
 def _cmdlines() -> list[str]:

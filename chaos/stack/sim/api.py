@@ -110,7 +110,7 @@ class Api:
                                "t_arrival": wall, "t_scheduled": None, "t_first_token": None,
                                "t_finish": None, "prompt_tokens": 0, "output_tokens": 0,
                                "status": 200, "outcome": "rejected", "model": self.cfg.name,
-                               "stream": False}
+                               "stream": False, "client": request.remote}
         try:
             parsed = await self._parse(request, chat, rec)
         except P.ApiError as e:

@@ -81,7 +81,8 @@ class SimConfig:
         if not self.tp_ports:
             self.tp_ports = [free_port() for _ in range(n)]
         if not self.tp_connect:
-            self.tp_connect = [("127.0.0.1", p) for p in self.tp_ports]
+            here = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host  # where the ranks listen
+            self.tp_connect = [(here, p) for p in self.tp_ports]
         return self
 
 

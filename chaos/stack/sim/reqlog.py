@@ -5,7 +5,7 @@ t_first_token, t_finish (time.time() epoch seconds, null when the phase never ha
 t_first_token of a stream is the moment its first token's chunk started being written to the
 socket, else when the step that produced it ended),
 prompt_tokens, output_tokens, status (HTTP status sent), outcome (stop|length|abort|error|
-rejected), model, stream. Each line reaches the OS as it is written (before a stream's last bytes
+rejected), model, stream, client (the peer's address). Each line reaches the OS as it is written (before a stream's last bytes
 go out), so a SIGKILLed simulator never leaves a success the log lacks.
 """
 from __future__ import annotations

@@ -48,7 +48,7 @@ class SimServer:
             "num_gpu_blocks": str(cfg.num_gpu_blocks)})
         self.faults = FaultSet(cfg.seed)
         self.reqlog = RequestLog(cfg.request_log)
-        self.tp = (RankGroup(cfg.tp_ports, cfg.tp_connect, cfg.collective_timeout, self._worker_died)
+        self.tp = (RankGroup(cfg.tp_ports, cfg.tp_connect, cfg.collective_timeout, self._worker_died, cfg.host)
                    if cfg.tensor_parallel_size > 1 else None)
         self.engine = Engine(self.sched, prof, cfg.time_scale, self.metrics, self.faults,
                              TextGenerator(cfg.seed), cfg.max_model_len or 1, self.tp)

@@ -37,8 +37,10 @@ class RankGroup:
     """N-1 rank workers and the collective the engine runs with them every step."""
 
     def __init__(self, listen_ports: list[int], connect: list[tuple[str, int]], timeout: float,
-                 on_worker_death: Callable[[list[str]], None]) -> None:
+                 on_worker_death: Callable[[list[str]], None], listen_host: str = "127.0.0.1") -> None:
         self.links = [RankLink(i + 1, p, c) for i, (p, c) in enumerate(zip(listen_ports, connect))]
+        # the server's own address: a rank link through a Toxiproxy on another host must reach it
+        self.listen_host = listen_host
         self.timeout = timeout
         self.on_worker_death = on_worker_death
         self._step = 0
@@ -48,7 +50,7 @@ class RankGroup:
     def spawn(self) -> None:
         for ln in self.links:
             cmd = [sys.executable, "-m", "chaos.stack.sim.rank", "chaos-sim-rank", "--rank",
-                   str(ln.rank), "--port", str(ln.listen_port), "--parent", str(os.getpid())]
+                   str(ln.rank), "--host", self.listen_host, "--port", str(ln.listen_port), "--parent", str(os.getpid())]
             ln.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
 
     def pids(self) -> list[int]:

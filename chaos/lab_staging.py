@@ -1,0 +1,131 @@
+"""The staging the lab stands in for, deployed from an environment file (`chaos lab up --env lab`).
+
+A team's staging runs before the harness does, on machines the harness does not own; so does this:
+
+    GPU host  (chaos-lab-gpu,  10.231.1.2): the replica containers on its own Docker engine, and a
+                                             fault proxy (`chaos proxy`) in front of each one
+    edge host (chaos-lab-edge, 10.231.3.2): Toxiproxy with the environment's proxies, the gateway
+
+The harness then reaches them only as it reaches staging: Docker over SSH for the targets, HTTP to
+the hosts' addresses for the rest (`embedded: none`). Each part runs on the lab host whose address
+the environment gives it; an address outside the lab's hosts is refused before anything starts.
+The deployment itself uses the GPU host's engine socket directly, as a team's deploy tool would.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from chaos.env import Environment
+from chaos.errors import ConfigError, StackError
+from chaos.lab import ENGINE_SOCKET, HOSTS, Host, Lab
+
+RUN_ID = "lab-staging"  # the deployment's label on its containers: not the harness's run
+
+
+def host_of(address: str, what: str) -> Host:
+    """The lab host that owns HOST:PORT or a URL's host (ConfigError naming `what` otherwise)."""
+    host = address.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0]
+    for h in HOSTS:
+        if h.address == host:
+            return h
+    raise ConfigError(f"{what}: {host} is not a lab host ({', '.join(f'{h.name} {h.address}' for h in HOSTS)})")
+
+
+def check(env: Environment) -> None:
+    """Refuse an environment the lab cannot deploy, before anything starts."""
+    if env.embedded != "none":
+        raise ConfigError(f"{env.source}: embedded: the lab deploys a staging-like environment (embedded: none)")
+    if env.toxiproxy is None:
+        raise ConfigError(f"{env.source}: toxiproxy: the lab's staging has a Toxiproxy on the edge host")
+    tox = host_of(env.toxiproxy.api, "toxiproxy.api")
+    for p in env.toxiproxy.proxies:
+        if host_of(p.listen, f"toxiproxy.proxies[{p.name}].listen") != tox:
+            raise ConfigError(f"toxiproxy.proxies[{p.name}].listen: must be on the Toxiproxy's host {tox.address}")
+        host_of(p.upstream, f"toxiproxy.proxies[{p.name}].upstream")
+    for t in env.targets:
+        if t.kind != "docker":
+            raise ConfigError(f"targets[{t.name}].kind: the lab's replicas are containers (docker)")
+        if host_of(t.host, f"targets[{t.name}].host").name != "gpu":
+            raise ConfigError(f"targets[{t.name}].host: replicas run on the GPU host")
+    for f in env.fault_proxies:
+        host_of(f.listen, f"fault_proxies[{f.name}].listen")
+        if not f.token_file:
+            raise ConfigError(f"fault_proxies[{f.name}].token_file: the lab writes each proxy's token to a file")
+    if env.gateway is not None:
+        host_of(env.gateway.listen, "gateway.listen")
+
+
+def deploy(lab: Lab, env: Environment, log=lambda s: None, timeout: float | None = None) -> None:
+    """Start what `env` describes on the lab's hosts (idempotent) and wait until it serves."""
+    from chaos.faults.tokens import token_file
+    from chaos.stack.faultproxy import find_binary as faultproxy_binary
+    from chaos.stack.launcher import wait_completion
+    from chaos.stack.toxiproxy import ToxiproxyServer, find_binary as toxiproxy_binary, split_api
+
+    check(env)
+    timeout = timeout or env.slas.cold_start_s
+    state = Path(env.state_dir)
+    state.mkdir(parents=True, exist_ok=True)
+    assert env.toxiproxy is not None
+    host, port = split_api(env.toxiproxy.api)
+    lab.spawn("toxiproxy", [toxiproxy_binary(), "-host", host, "-port", str(port)], host_of(host, "toxiproxy.api"))
+    toxiproxy = ToxiproxyServer(host, port)
+    _wait("toxiproxy", toxiproxy.client().ping, 15, lab)
+    toxiproxy.create_proxies(env.toxiproxy.proxies)
+    log(f"toxiproxy on {env.toxiproxy.api}: {len(env.toxiproxy.proxies)} proxies")
+    _start_replicas(lab, env, timeout)
+    log(f"replicas on the GPU host: {', '.join(t.name for t in env.targets)}")
+    binary = faultproxy_binary()
+    for f in env.fault_proxies:
+        assert f.token_file is not None
+        token_file(f.token_file)
+        lab.spawn(f"faultproxy-{f.name}", [binary, "--listen", f.listen, "--upstream", f.upstream, "--name", f.name,
+                                           "--token-file", f.token_file,
+                                           "--request-log", str(state.resolve() / f"{f.name}.proxy.jsonl")],
+                  host_of(f.listen, f"fault_proxies[{f.name}]"))
+    if env.fault_proxies:
+        log(f"fault proxies: {', '.join(f'{f.name} ({f.listen})' for f in env.fault_proxies)}")
+    if env.gateway is not None:
+        lab.spawn("gateway", [sys.executable, "-m", "chaos.cli", "gateway", "--env", env.source],
+                  host_of(env.gateway.listen, "gateway.listen"))
+        log(f"gateway on {env.gateway.listen}")
+    if wait_completion(env.endpoints.api, env.endpoints.model, timeout, api_key=env.endpoints.api_key) is None:
+        raise StackError(f"lab: no completion through {env.endpoints.api} within {timeout:g} s; logs in {lab.state}")
+
+
+def undeploy(lab: Lab, env: Environment) -> list[str]:
+    """Stop what deploy() started for `env` (the hosts stay up); what was stopped."""
+    import subprocess
+
+    done = [n for n in ("gateway", *(f"faultproxy-{f.name}" for f in env.fault_proxies), "toxiproxy") if lab.stop(n)]
+    for t in env.targets:
+        r = subprocess.run(["docker", "-H", f"unix://{ENGINE_SOCKET}", "rm", "-f", t.container_name or f"chaos-{RUN_ID}-{t.name}"],
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode == 0:
+            done.append(f"container {t.container_name}")
+    return done
+
+
+def _start_replicas(lab: Lab, env: Environment, timeout: float) -> None:
+    from chaos.targets import make_target
+
+    targets = []
+    for cfg in env.targets:
+        assert cfg.image is not None
+        lab.load_image(cfg.image)
+        local = cfg.model_copy(update={"docker_host": f"unix://{ENGINE_SOCKET}"})
+        t = make_target(local, run_id=RUN_ID, state_dir=env.state_dir, env=env)
+        t.start()
+        targets.append(t)
+    for t in targets:
+        t.wait_healthy(timeout)
+
+
+def _wait(what: str, ok, timeout: float, lab: Lab) -> None:
+    deadline = time.monotonic() + timeout
+    while not ok():
+        if time.monotonic() > deadline:
+            raise StackError(f"lab: {what} did not answer within {timeout:g} s; see {lab.state / (what + '.log')}")
+        time.sleep(0.1)

@@ -1,0 +1,91 @@
+"""Locust across hosts: the master here, the workers on the lab's load host; one worker killed
+mid-run is reported and the run carries on, its records merged with the others'."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from chaos.errors import LoadError
+from tests._support import free_port
+
+
+@pytest.fixture
+def api_on_the_lab(lab, tmp_path):
+    """A simulator on the root side of the load host's link: what the workers send to."""
+    from chaos.lab import LOAD
+
+    port, log = free_port(), tmp_path / "sim.requests.jsonl"
+    sim = subprocess.Popen([sys.executable, "-m", "chaos.stack.sim", "--host", LOAD.gateway, "--port", str(port),
+                            "--profile", "instant", "--served-model-name", "sim-model", "--request-log", str(log)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://{LOAD.gateway}:{port}"
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=1):
+                break
+        except OSError:
+            assert time.monotonic() < deadline and sim.poll() is None, "simulator did not start"
+            time.sleep(0.2)
+    yield url, log
+    sim.kill()
+    sim.wait()
+
+
+def _netns_inode(pid: int) -> int:
+    return os.stat(f"/proc/{pid}/ns/net").st_ino
+
+
+def test_workers_on_the_load_host_merge_into_one_run_and_a_killed_worker_is_reported(api_on_the_lab, tmp_path):
+    from chaos.lab import LOAD
+    from chaos.load.runner import start_load
+
+    url, sim_log = api_on_the_lab
+    handle = start_load(url, out_dir=tmp_path / "load", workers=2, worker_host="lab-load", rate=16, duration_s=14,
+                        model="sim-model", max_tokens=4, mix={"short": 1}, classes={"short": 16}, seed=3)
+    workers = handle.worker_pids()
+    assert len(workers) == 2
+    try:
+        deadline = time.monotonic() + 30  # both workers sending (each has its own record file)
+        while len([f for f in (tmp_path / "load").glob("records-*.jsonl") if f.stat().st_size]) < 2:
+            assert time.monotonic() < deadline, "the two workers never both sent"
+            time.sleep(0.2)
+        lab_ns = os.stat(f"/var/run/netns/{LOAD.netns}").st_ino
+        assert all(_netns_inode(p) == lab_ns for p in workers.values()), "the workers run on the load host"
+        assert _netns_inode(handle.procs[0].pid) == _netns_inode(os.getpid()), "the master runs here"
+        time.sleep(2)
+        t_kill = time.time()
+        os.kill(workers["worker-1"], signal.SIGKILL)
+    finally:
+        result = handle.wait()
+    assert len(result.lost_workers) == 1 and result.lost_workers[0].startswith("worker-1 (killed by SIGKILL"), \
+        result.lost_workers
+    files = sorted((tmp_path / "load").glob("records-*.jsonl"))
+    assert len(files) == 2
+    by_file = {f.name: [json.loads(line) for line in f.read_text().splitlines() if line.strip()] for f in files}
+    killed = next(n for n in by_file if n.endswith(f"-{workers['worker-1']}.jsonl"))
+    survivor = next(n for n in by_file if n != killed)
+    assert by_file[killed] and max(r["t_send"] for r in by_file[killed]) < t_kill + 0.5
+    late = [r for r in by_file[survivor] if r["t_send"] > t_kill + 4]
+    assert late, "the surviving worker carried on after the kill"
+    # merged as one run: every record of both files, in send order
+    assert len(result.records) == sum(len(v) for v in by_file.values())
+    assert [r.t_send for r in result.records] == sorted(r.t_send for r in result.records)
+    # and the server saw them come from the load host's address, nothing from anywhere else
+    clients = {json.loads(line)["client"] for line in sim_log.read_text().splitlines() if line.strip()}
+    assert clients == {LOAD.address}, clients
+
+
+def test_an_unknown_worker_host_is_one_line(tmp_path):
+    with pytest.raises(LoadError) as e:
+        from chaos.load.runner import start_load
+
+        start_load("http://127.0.0.1:9", out_dir=tmp_path, workers=1, worker_host="gpu-7", duration_s=1)
+    assert "worker host 'gpu-7'" in str(e.value) and "lab-load" in str(e.value) and "\n" not in str(e.value)
