@@ -20,20 +20,22 @@ class RankFreeze(Fault):
     def __init__(self, target: Target, rank: int = 1, *, pid: int | None = None, **kw: Any) -> None:
         super().__init__(**kw)
         self.target, self.rank, self.pid = target, rank, pid
+        self._start: int | None = None
 
     def params(self) -> dict[str, Any]:
         return {"target": self.target.name, "rank": self.rank, "pid": self.pid}
 
     def _preflight(self) -> None:
-        if self.pid is not None:
-            return
-        try:
-            pids = self.target.rank_pids()
-        except TargetError as e:
-            raise FaultError(str(e), fault=self.kind) from None
-        if len(pids) <= self.rank:
-            raise FaultError(f"target {self.target.name} has ranks {pids}; no rank {self.rank}", fault=self.kind)
-        self.pid = pids[self.rank]
+        if self.pid is None:
+            try:
+                pids = self.target.rank_pids()
+            except TargetError as e:
+                raise FaultError(str(e), fault=self.kind) from None
+            if len(pids) <= self.rank:
+                raise FaultError(f"target {self.target.name} has ranks {pids}; no rank {self.rank}", fault=self.kind)
+            self.pid = pids[self.rank]
+        # the pid with its start time is the process: after a restart the pid may belong to another
+        self._start = self.target.proc_start(self.pid)
 
     def _plan(self) -> list[str]:
         return [f"SIGSTOP rank {self.rank} of {self.target.name} (pid {self.pid or '<found at inject>'})"]
@@ -43,7 +45,7 @@ class RankFreeze(Fault):
             return []
         if getattr(self.target, "remote", False):  # a pid inside the container: SIGCONT through exec
             t: Any = self.target
-            return [_undo.container_signal(t.docker_host, t.container_name, self.pid, t.proc_start(self.pid),
+            return [_undo.container_signal(t.docker_host, t.container_name, self.pid, self._start,
                                            signal.SIGCONT, target=t.name)]
         return [_undo.send_signal(self.pid, signal.SIGCONT, target=self.target.name)]
 
@@ -61,10 +63,12 @@ class RankFreeze(Fault):
 
     def _unapply(self) -> None:
         assert self.pid is not None
+        if self._start is not None and self.target.proc_start(self.pid) != self._start:
+            return  # the rank died meanwhile (the engine tore it down, or the replica restarted)
         try:
             self.target.signal(self.pid, signal.SIGCONT)
         except ProcessLookupError:
-            pass  # the rank died meanwhile (the engine tore it down): nothing is left stopped
+            pass  # the rank died meanwhile: nothing is left stopped
 
 
 def rank_freeze(target: Target, rank: int = 1, **kw: Any) -> RankFreeze:

@@ -236,6 +236,9 @@ class DockerTarget:
 
     def signal(self, pid: int, sig: int) -> None:
         if self.remote:
+            status = self.container.status
+            if status not in ("running", "paused"):  # restarting or exited: its processes are gone
+                raise ProcessLookupError(f"container {self.container_name} is {status}; no pid {pid} in it")
             rc, out = self.exec(["kill", f"-{_signal.Signals(sig).name[3:]}", str(pid)])
             if rc != 0:
                 raise TargetError(f"kill -{sig} {pid} in container failed: {out.strip()}", target=self.name)
@@ -257,7 +260,14 @@ class DockerTarget:
         return int(stat[19]) if stat else None
 
     def _remote_stat(self, pid: int) -> list[str] | None:
-        rc, out = self.exec(["cat", f"/proc/{pid}/stat"])
+        import docker
+
+        if self.container.status != "running":
+            return None  # restarting or exited: none of its processes is left
+        try:
+            rc, out = self.exec(["cat", f"/proc/{pid}/stat"])
+        except docker.errors.APIError:  # it began restarting meanwhile
+            return None
         return out[out.rindex(")") + 2:].split() if rc == 0 and ")" in out else None
 
     def __enter__(self) -> "DockerTarget":

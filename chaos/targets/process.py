@@ -195,6 +195,9 @@ class ProcessTarget:
     def proc_state(self, pid: int) -> str | None:
         return _proc.state(pid)
 
+    def proc_start(self, pid: int) -> int | None:
+        return _proc.start_time(pid)
+
     def paused(self) -> bool:
         pid = self.pid()
         members = _proc.group_pids(pid) if pid else []
