@@ -81,15 +81,31 @@ def no_rank_link(env: Environment) -> str | None:
     return None if t.rank_proxies and env.toxiproxy is not None else f"target {t.name} has no rank link through Toxiproxy"
 
 
+def sim_admin_reachable(t) -> bool:
+    """A simulator whose admin API (planted faults) the harness can call: it answers only on its own
+    host's loopback, so the simulator must run on this machine's."""
+    return t.simulator is not None and t.host.startswith("127.")
+
+
+def _remote_simulators(env: Environment, targets: list) -> str | None:
+    far = [t.name for t in targets if t.simulator is not None and not sim_admin_reachable(t)]
+    return (f"the simulator's admin API, which plants the defect, answers only on its own host's loopback; "
+            f"{', '.join(far)} run(s) on another host") if far else None
+
+
 def no_simulator_replica(env: Environment) -> str | None:
-    return None if any(t.simulator is not None for t in env.targets) else \
+    if any(sim_admin_reachable(t) for t in env.targets):
+        return None
+    return _remote_simulators(env, env.targets) or \
         ("the tokenizer crash on emoji (the seed's incident) is a defect planted in the simulator; real vLLM's "
          "tokenizer serves the corpus (test_special_characters_never_take_a_replica_down judges that)")
 
 
 def no_simulator_canary(env: Environment) -> str | None:
     canaries = [t for t in env.targets if t.pool == "canary"]
-    return None if canaries and all(t.backend == "simulator" for t in canaries) else \
+    if canaries and all(sim_admin_reachable(t) for t in canaries):
+        return None
+    return _remote_simulators(env, canaries) or \
         ("leak-trend: a memory leak is a defect inside the engine; only the simulator can plant one "
          "(a real vLLM's RSS does not grow per request)")
 

@@ -27,14 +27,14 @@ if __package__ in (None, ""):  # run by path: make `chaos` importable from a che
 
 import gevent
 from locust import events
-from locust.runners import LocalRunner, WorkerRunner
+from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
 from chaos.errors import ConfigError
 from chaos.load.config import LoadConfig, from_environ
 from chaos.load.records import RequestRecord
 from chaos.load import kstamp, pacing, shapes
 from chaos.load import users as _users
-from chaos.load.workloads import make_workload
+from chaos.load.workloads import ListWorkload, make_workload
 from chaos.resilience.backoff import Backoff
 
 
@@ -56,6 +56,7 @@ class Context:
         self._file = open(self.path, "a", encoding="utf-8")
         self._flusher = gevent.spawn(self._flush_loop)
         self._t_start: tuple[float, float] | None = None
+        self._shared = self._told = False
 
     def backoff(self, rng) -> Backoff | None:
         return Backoff(self.policy, rng) if self.policy is not None else None
@@ -86,11 +87,26 @@ class Context:
             gevent.sleep(self.cfg.flush_s)
             self.flush()
 
-    def exhausted(self) -> None:
-        """A finite workload ran out: a local run quits once nothing is in flight."""
+    def next_prompt(self):
+        """The next prompt of this process's share of the workload (None once it is spent)."""
         runner = getattr(self.environment, "runner", None)
-        if isinstance(runner, LocalRunner) and self.inflight == 0:
+        if not self._shared and isinstance(runner, WorkerRunner) and isinstance(self.workload, ListWorkload):
+            self.workload.share(runner.worker_index, max(1, self.cfg.workers))  # known once connected
+        self._shared = True
+        return self.workload.next()
+
+    def exhausted(self) -> None:
+        """A finite workload ran out: a local run quits once nothing is in flight; a worker tells the
+        master, which quits the run when every worker has said so."""
+        runner = getattr(self.environment, "runner", None)
+        if self.inflight != 0 or self._told:
+            return
+        self._told = True
+        if isinstance(runner, LocalRunner):
             gevent.spawn_later(0.05, runner.quit)
+        elif isinstance(runner, WorkerRunner):
+            self.flush()
+            runner.send_message(EXHAUSTED, runner.worker_index)
 
     def write_meta(self) -> None:
         """`meta-<host>-<pid>.json`: this process's CPU and wall seconds while users ran.
@@ -149,11 +165,26 @@ elif os.environ.get("CHAOS_LOAD_SHAPE_CLASS", "1") == "1":
 
 
 _ctx: Context | None = None
+EXHAUSTED = "chaos_workload_exhausted"  # worker -> master: my share of a finite workload is sent
+
+
+def _master_ends_a_finite_run(runner: MasterRunner) -> None:
+    done: set[int] = set()
+
+    def on_exhausted(environment, msg, **_kw) -> None:
+        done.add(int(msg.data))
+        # every worker has users (the runner starts no more workers than users), so each will report
+        if len(done) >= max(1, CONFIG.workers):
+            gevent.spawn_later(0.05, runner.quit)
+
+    runner.register_message(EXHAUSTED, on_exhausted)
 
 
 @events.init.add_listener
 def _on_init(environment, **_kw) -> None:
     global _ctx
+    if isinstance(environment.runner, MasterRunner):
+        _master_ends_a_finite_run(environment.runner)
     if isinstance(environment.runner, (LocalRunner, WorkerRunner)) or environment.runner is None:
         _ctx = Context(CONFIG)
         _ctx.environment = environment

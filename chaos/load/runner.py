@@ -278,6 +278,9 @@ def start_load(base_url: str, *, out_dir: str | Path, workers: int = 0, worker_h
     out.mkdir(parents=True, exist_ok=True)
     cfg = make_config(**kw)
     cfg.out_dir = str(out.resolve())
+    if workers > 0 and cfg.shape != "rate":
+        # a worker without users sends nothing, and would never report a finite workload spent
+        workers = min(workers, cfg.users)
     cfg.workers = max(1, workers)
     return LoadHandle(cfg, base_url.rstrip("/"), out, workers, worker_host).start()
 

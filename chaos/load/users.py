@@ -78,7 +78,7 @@ class LLMUser(FastHttpUser):
             raise StopUser()
         if delay > 0:
             gevent.sleep(delay)
-        prompt = c.workload.next()
+        prompt = c.next_prompt()
         if prompt is None:
             c.exhausted()
             raise StopUser()

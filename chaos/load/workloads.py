@@ -122,6 +122,13 @@ class ListWorkload:
         with self._lock:
             return next(self._it, None)
 
+    def share(self, index: int, of: int) -> None:
+        """Keep only this worker's share (every `of`-th prompt from `index`): workers that build the
+        same list from the same seed then send it once between them, not once each."""
+        with self._lock:
+            self.prompts = self.prompts[index::of]
+            self._it = iter(self.prompts)
+
 
 def long_context_burst(n: int = 100, tokens: int = DEFAULT_CLASSES["xl"], seed: int = 0) -> ListWorkload:
     """`n` consecutive xl prompts (distinct heads, so no prefix-cache shortcut)."""

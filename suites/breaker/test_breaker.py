@@ -25,6 +25,7 @@ from chaos.verify.breaker import analyze, verify_breaker
 from chaos.verify.verdict import Verdict
 from suites.conftest import fault_proof, gateway_admin, judge, requires
 
+OOM_FRACTION = 0.006  # under the 1 % degrade tier: the trip must come from the burst rule alone
 # scenario: (the fault on one canary, expected tier, seconds to hold: real time, not scaled)
 SCENARIOS = {
     "errors-0.5pct": (lambda st, n: http.http_error(st.fault_proxy(n), 500, fraction=0.005), "none", 20),
@@ -32,7 +33,7 @@ SCENARIOS = {
     "errors-4pct": (lambda st, n: http.http_error(st.fault_proxy(n), 500, fraction=0.04), "rollback", 25),
     "latency-1.5s": (lambda st, n: http.stream_stall(st.fault_proxy(n), after_tokens=1, seconds=1.5), "none", 20),
     "latency-2.5s": (lambda st, n: http.stream_stall(st.fault_proxy(n), after_tokens=1, seconds=2.5), "degrade", 20),
-    "oom-burst": (lambda st, n: http.oom_error(st.fault_proxy(n), fraction=0.006), "anomaly", 20),
+    "oom-burst": (lambda st, n: http.oom_error(st.fault_proxy(n), fraction=OOM_FRACTION), "anomaly", 20),
     # a leak happens inside the engine: only the simulator can grow its own memory
     "leak-trend": (lambda st, n: faults.sim_fault(st.direct_url(n), st.admin_token(), "leak",
                                                   bytes_per_request=3 * 1024 * 1024), "anomaly", 30),
@@ -59,6 +60,46 @@ def _enough_canary_traffic(stack) -> None:
         pytest.skip(f"the canary gets at most {rate * p.canary_weight:.1f} req/s here ({rate:.1f} req/s measured "
                     f"at warm-up x canary_weight {p.canary_weight:g}): {per_window:.0f} calls per {p.window_s:g} s "
                     f"window, fewer than the min_calls {p.min_calls} needed to tell 0.5 % from 1 % errors")
+
+
+def _canary_window_full(stack, sc) -> None:
+    """Hold the steady state until the gateway's canary window holds min_calls calls.
+
+    The fixture resets the gateway, so its window starts empty. A fault injected before the window
+    has min_calls in it is judged on the calls that arrive during the fault, and a stall or an error
+    slows those (closed-loop users wait on the canary): on the lab, the canary's window held 130
+    calls at inject (17 req/s for 7.5 s), the stalled canary then got 3 req/s, and the breaker could
+    decide only after the fault was reverted. Where the window never fills, the canary cannot get
+    min_calls per window at this load, and the tiers cannot be told apart: skip, with the count."""
+    p = stack.env.breaker
+    with sc.phase("steady state: the canary's breaker window is full"):
+        deadline, calls = time.monotonic() + 2 * p.window_s, 0
+        while time.monotonic() < deadline:
+            calls = int(gateway_admin(stack, "GET", "/admin/state")["pools"]["canary"]["window"]["calls"])
+            if calls >= p.min_calls:
+                return
+            time.sleep(0.5)
+    pytest.skip(f"the canary's breaker window held {calls} calls after {2 * p.window_s:g} s of load, fewer than "
+                f"the min_calls {p.min_calls} needed to tell 0.5 % from 1 % errors")
+
+
+def _canary_rate(sc, seconds: float) -> float:
+    """Canary-served requests per second over the last `seconds` of the running load."""
+    now = time.time()
+    recent = [r for r in sc.load.records() if r.t_send >= now - seconds and (r.served_by or "").startswith("canary")]
+    return len(recent) / seconds
+
+
+def _burst_possible(sc, policy) -> None:
+    """The fault proxy spreads its OOM answers evenly, one every 1/OOM_FRACTION calls, so a burst
+    (count in window) needs a canary rate of (count - 1) / (window x fraction): 33 req/s for 3 in
+    10 s at 0.6 %. Below it no burst can happen without the error rate passing the degrade tier,
+    and the anomaly rule cannot be shown apart from it."""
+    need = (policy.oom_burst_count - 1) / (policy.oom_burst_window_s * OOM_FRACTION)
+    rate = _canary_rate(sc, min(policy.window_s, 10.0))
+    if rate < need:
+        pytest.skip(f"the canary serves {rate:.1f} req/s here; an OOM burst of {policy.oom_burst_count} in "
+                    f"{policy.oom_burst_window_s:g} s at {OOM_FRACTION:.1%} of its calls needs {need:.0f} req/s")
 
 
 def _canary_state_left_closed(sc, since: float, until: float) -> float | None:
@@ -112,6 +153,9 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
     with sc.phase("start load"):
         sc.start_load(duration_s=240.0, users=8)
     sc.steady_state(max(3.0, policy.window_s * 0.5))
+    _canary_window_full(stack, sc)
+    if name == "oom-burst":
+        _burst_possible(sc, policy)
     fault = faults.AllOf([make(stack, n) for n in canaries])
     t0 = time.time()
     sc.inject(fault)
