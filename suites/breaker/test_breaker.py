@@ -122,7 +122,7 @@ def _anomaly_verdict(sc, records, policy, t0: float, t1: float, kind: str) -> Ve
               len(ooms), third is not None, "OOM answers served by the canary during the fault")
         ref = third or t0
     else:
-        ref, lim = t0, policy.leak_window_s
+        ref = t0
     limit = policy.reaction_allowance_s + (policy.leak_window_s if kind == "leak-trend" else 0)
     v.add("tripped_after_s", limit, None if tripped is None else round(tripped - ref, 2),
           tripped is not None and tripped - ref <= limit + 1.0, "canary breaker left 'closed' (gateway admin state)")
