@@ -34,7 +34,7 @@ def test_env_list() -> None:
 @pytest.mark.parametrize(
     "args, expect",
     [
-        (["env", "check", "--env", "nope"], "chaos: error: --env nope: unknown environment (available: ci, local"),
+        (["env", "check", "--env", "nope"], "chaos: error: --env nope: unknown environment (available: ci, lab, local"),
         (["env", "check", "--env", "/no/such.yaml"], "chaos: error: /no/such.yaml: environment file not found"),
         (["env", "check", "--env", "staging.example"], "environment variable ${"),
     ],
