@@ -57,7 +57,9 @@ def deployed(lab_ssh, tmp_path):
     from chaos.pytest_plugin import require_component
 
     require_component("docker", _image_reason(SIM_IMAGE))
-    env, path = _lab_env(tmp_path)
+    # the lab env's engines die 3 s into a frozen rank (as its recovery suite wants); here a rank must
+    # stay frozen while a run is killed and cleanup replays the undo over SSH (slower than 3 s on CI)
+    env, path = _lab_env(tmp_path, LAB_ENV.read_text().replace("collective_timeout_s: 3", "collective_timeout_s: 300"))
     try:
         deploy(lab_ssh, env)
         yield env, path
