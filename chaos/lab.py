@@ -135,7 +135,7 @@ class Lab:
         """Run `cmd` on a lab host in its own session, logging to the state dir; a running one of
         the same name is kept (up is idempotent). Its pid; `down` stops it."""
         pidfile = self._pidfile(name)
-        if pidfile.exists() and _proc.alive(pid := int(pidfile.read_text().split()[0] or 0)):
+        if (pid := self._pid(name)) is not None and _proc.alive(pid):
             return pid
         log = open(self.state / f"{name}.log", "ab")
         # nsenter, not `ip netns exec`: that also remounts /sys, which hides the cgroup mounts dockerd needs
@@ -147,14 +147,13 @@ class Lab:
 
     def stop(self, name: str) -> bool:
         """Stop what spawn(name) started (its whole session); whether it was running."""
-        pidfile = self._pidfile(name)
-        if not pidfile.exists():
+        pid = self._pid(name)
+        if pid is None:
             return False
-        pid = int(pidfile.read_text().split()[0] or 0)
         running = _proc.alive(pid)
         if running:
             _stop(pid)
-        pidfile.unlink(missing_ok=True)
+        self._pidfile(name).unlink(missing_ok=True)
         return running
 
     def _wait(self, what: str, ok, timeout: float = 60.0) -> None:
@@ -165,9 +164,14 @@ class Lab:
                 raise StackError(f"lab: {what} on {GPU.netns} not up within {timeout:g} s: {tail}")
             time.sleep(0.2)
 
-    def _running(self, name: str) -> bool:
+    def _pid(self, name: str) -> int | None:
+        """The pid spawn(name) recorded, if any."""
         pidfile = self._pidfile(name)
-        return pidfile.exists() and _proc.alive(int(pidfile.read_text().split()[0] or 0))
+        return int(pidfile.read_text().split()[0] or 0) if pidfile.exists() else None
+
+    def _running(self, name: str) -> bool:
+        pid = self._pid(name)
+        return pid is not None and _proc.alive(pid)
 
     def up(self) -> "Lab":
         why = missing()
