@@ -113,12 +113,15 @@ def observe(base_url: str, model: str, max_model_len: int) -> dict[str, Shape]:
     return {name: probe(base_url) for name, probe in probes(model, max_model_len).items()}
 
 
+MEASURED = {"seconds"}  # raw figures a probe reports for the reader; they vary run to run, never compared
+
+
 def diff(reference: dict[str, Shape], observed: dict[str, Shape]) -> list[tuple[str, str, Any, Any]]:
     """(probe, field, reference value, observed value) for every field that differs."""
     out = []
     for name, ref in reference.items():
         got = observed.get(name, {})
-        for key in sorted(set(ref) | set(got)):
+        for key in sorted((set(ref) | set(got)) - MEASURED):
             a, b = ref.get(key), got.get(key)
             if key == "families" and isinstance(a, dict) and isinstance(b, dict):
                 for fam in sorted(set(a) | set(b)):

@@ -117,7 +117,16 @@ def test_real_vllm_still_lives_and_dies_like_its_record(tmp_path):
     assert diff(REFERENCE["lifecycle"], got) == [], got
 
 
-def test_the_lifecycle_check_fails_when_the_simulator_dies_slowly(tmp_path):
-    """Negative control: a simulator that exits 8 s after its engine died (vLLM: within its 5 s watchdog)."""
+def test_the_lifecycle_check_fails_when_the_simulator_tears_down_slowly(tmp_path):
+    """Negative control: a simulator that exits 8 s after its watchdog shut it down (vLLM: 0.65-1.85 s)."""
     got = lifecycle(tmp_path, "simulator", ("--death-exit-delay", "8"))
-    assert ("engine_death", "exit_within", "<= 5 s", "> 5 s") in diff(REFERENCE["lifecycle"], got)
+    bad = diff(REFERENCE["lifecycle"], got)
+    assert ("engine_death", "exit_after_shutdown", "<= 5 s", "> 5 s") in bad, got
+    assert not any(f == "shutdown_within" for _, f, _, _ in bad), got
+
+
+def test_the_lifecycle_check_fails_when_the_simulator_shuts_down_late(tmp_path):
+    """Negative control: a watchdog every 60 s (vLLM: 5 s); the engine dies well before its first tick
+    (startup and the frozen-rank probe take about 10 s), so the probe's 30 s wait sees no shutdown."""
+    got = lifecycle(tmp_path, "simulator", ("--watchdog-period", "60"))
+    assert ("engine_death", "shutdown_within", "<= 6 s", "never") in diff(REFERENCE["lifecycle"], got), got

@@ -153,7 +153,7 @@ def test_death_modes_exit_zero(sim_factory, mode: str, marker: str) -> None:  # 
     assert s.admin("POST", body={"mode": mode})[0] == 200
     assert wait_for(lambda: s.request("GET", "/health")[0] == 503, 2.0)
     assert s.request("POST", "/v1/completions", {"prompt": "x"})[0] == 500
-    assert s.proc.wait(timeout=6) == 0
+    assert s.proc.wait(timeout=5 + 0.8 + 2) == 0  # the watchdog's tick, then the teardown
     assert marker in s.output
 
 
@@ -207,3 +207,14 @@ def test_admin_is_loopback_only() -> None:
     denied = api._admin_denied(req("10.1.2.3"))
     assert denied is not None and denied.status == 403
     assert api._admin_denied(req("127.0.0.1")) is None
+
+
+def test_engine_death_shuts_down_at_the_watchdog_tick_not_before(sim_factory) -> None:  # noqa: ANN001
+    """As vLLM's API server: the dead engine is found by a watchdog ticking from the HTTP server's start;
+    until that tick the server answers 503, at it the server stops accepting, then it exits 0."""
+    s: Sim = sim_factory("--watchdog-period", "4")  # returns once it serves: well under 1 s after the start
+    assert s.admin("POST", body={"mode": "engine-death"})[0] == 200
+    time.sleep(1.5)  # the tick is 3-4 s after the death
+    assert s.proc.poll() is None and s.request("GET", "/health")[0] == 503
+    assert s.proc.wait(timeout=4 + 0.8 + 2) == 0
+    assert "Engine is dead; shutting down the API server (exit 0)." in s.output

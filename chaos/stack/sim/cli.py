@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--tp-connect", type=_addrs, default=[])
     a("--fault", type=_fault, action="append", default=[], metavar="MODE[:ARG]")
     a("--no-enable-prefix-caching", action="store_true")
-    a("--death-exit-delay", type=float, default=0.5, help=argparse.SUPPRESS)
+    a("--death-exit-delay", type=float, default=0.8, help=argparse.SUPPRESS)  # shutdown after the watchdog tick
+    a("--watchdog-period", type=float, default=5.0, help=argparse.SUPPRESS)
     a("--stats-interval", type=float, default=10.0, help=argparse.SUPPRESS)
     return ap
 
@@ -103,7 +104,8 @@ def parse_config(argv: list[str] | None) -> SimConfig:
         admin_token=_admin_token(ns), api_key=ns.api_key, collective_timeout=ns.collective_timeout,
         tp_ports=ns.tp_ports, tp_connect=ns.tp_connect, faults=ns.fault,
         enable_prefix_caching=not ns.no_enable_prefix_caching,
-        death_exit_delay=ns.death_exit_delay, stats_interval=ns.stats_interval)
+        death_exit_delay=ns.death_exit_delay, watchdog_period=ns.watchdog_period,
+        stats_interval=ns.stats_interval)
     return cfg.finalize()
 
 

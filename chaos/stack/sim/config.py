@@ -37,7 +37,10 @@ class SimConfig:
     tp_connect: list[tuple[str, int]] = field(default_factory=list)
     faults: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     enable_prefix_caching: bool = True
-    death_exit_delay: float = 0.5  # real vLLM 0.32 exits 0 about 0.5 s after its engine core dies
+    # real vLLM 0.32: a watchdog started with the HTTP server checks the engine every 5 s; at the first
+    # tick after the engine died the server shuts down, and the process exits 0.56-1.85 s after that tick
+    watchdog_period: float = 5.0
+    death_exit_delay: float = 0.8
     stats_interval: float = 10.0
 
     @property

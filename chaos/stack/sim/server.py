@@ -55,6 +55,8 @@ class SimServer:
         self.engine.on_death = self._on_death
         self.exit_code: asyncio.Future[int] | None = None
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._watchdog_origin = 0.0  # the loop time the HTTP server started; set in serve()
+        self._site: web.TCPSite | None = None
         self._leaked: list[bytearray] = []
         self._tasks: list[asyncio.Task] = []
 
@@ -89,6 +91,8 @@ class SimServer:
         if self.tp is not None:
             self._tasks.append(loop.create_task(self.tp.monitor()))
         site = web.TCPSite(runner, cfg.host, cfg.port, backlog=2048, reuse_address=True)
+        self._watchdog_origin = loop.time()  # vLLM creates its watchdog task just before serving HTTP
+        self._site = site
         try:
             await site.start()
         except OSError as e:
@@ -128,11 +132,17 @@ class SimServer:
         if self.tp is not None:
             self.tp.stop(kill=True)
         loop = asyncio.get_running_loop()
-        loop.call_later(self.cfg.death_exit_delay, self._watchdog_exit)
+        period = self.cfg.watchdog_period
+        to_tick = period - (loop.time() - self._watchdog_origin) % period
+        loop.call_later(to_tick, self._watchdog_tick)
 
-    def _watchdog_exit(self) -> None:
+    def _watchdog_tick(self) -> None:
+        """As uvicorn's shutdown: stop accepting connections now, exit after the teardown."""
         log.info("Engine is dead; shutting down the API server (exit 0).")
-        self._exit(0)
+        loop = asyncio.get_running_loop()
+        if self._site is not None:
+            self._tasks.append(loop.create_task(self._site.stop()))
+        loop.call_later(self.cfg.death_exit_delay, self._exit, 0)
 
     def crash(self) -> None:
         """A GPU Xid-style kill: no cleanup, non-zero exit."""
