@@ -156,13 +156,19 @@ class Lab:
         self._pidfile(name).unlink(missing_ok=True)
         return running
 
-    def _wait(self, what: str, ok, timeout: float = 60.0) -> None:
+    def wait_up(self, what: str, ok, timeout: float = 60.0) -> None:
+        """Poll `ok()` until true; else a StackError with the last line of `what`'s log in the state dir."""
         deadline = time.monotonic() + timeout
         while not ok():
             if time.monotonic() > deadline:
-                tail = (self.state / f"{what}.log").read_text(errors="replace").strip().splitlines()[-1:]
-                raise StackError(f"lab: {what} on {GPU.netns} not up within {timeout:g} s: {tail}")
+                log = self.state / f"{what}.log"
+                tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+                raise StackError(f"lab: {what} not up within {timeout:g} s; last line of {log}: {tail}")
             time.sleep(0.2)
+
+    def gpu_docker(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`docker` against the GPU host's engine socket, as a team's deploy tool reaches its hosts."""
+        return _run("docker", "-H", f"unix://{ENGINE_SOCKET}", *args, check=False)
 
     def _pid(self, name: str) -> int | None:
         """The pid spawn(name) recorded, if any."""
@@ -193,9 +199,9 @@ class Lab:
                                 "--exec-root", "/run/chaos-lab/gpu/exec", "--pidfile", "/run/chaos-lab/gpu/dockerd.pid",
                                 "--bridge", "none", "--iptables=false", "--ip6tables=false", "--ip-masq=false",
                                 "--cgroup-parent", "chaos-lab-gpu"])
-        self._wait("sshd", lambda: _run("ssh", "-F", str(self.ssh_config), "-o", "BatchMode=yes",
+        self.wait_up("sshd", lambda: _run("ssh", "-F", str(self.ssh_config), "-o", "BatchMode=yes",
                                         "-o", "ConnectTimeout=2", GPU.address, "true", check=False).returncode == 0)
-        self._wait("dockerd", lambda: _run("docker", "-H", f"unix://{ENGINE_SOCKET}", "version", check=False).returncode == 0)
+        self.wait_up("dockerd", lambda: self.gpu_docker("version").returncode == 0)
         return self
 
     def docker_host(self) -> str:
@@ -204,7 +210,7 @@ class Lab:
     def load_image(self, image: str) -> None:
         """Copy an image of the machine's engine into the GPU host's (no registry here)."""
         fmt = ("--format", "{{.Id}}")
-        have = _run("docker", "-H", f"unix://{ENGINE_SOCKET}", "image", "inspect", *fmt, image, check=False)
+        have = self.gpu_docker("image", "inspect", *fmt, image)
         want = _run("docker", "image", "inspect", *fmt, image, check=False)
         if have.returncode == 0 and have.stdout.strip() == want.stdout.strip():
             return  # the same image (a rebuilt one under the same tag is copied again)
@@ -219,9 +225,9 @@ class Lab:
         """Stop the GPU host's containers, engine and sshd; delete the namespaces. What was removed."""
         done = []
         if Path(ENGINE_SOCKET).exists():
-            ids = _run("docker", "-H", f"unix://{ENGINE_SOCKET}", "ps", "-aq", check=False).stdout.split()
+            ids = self.gpu_docker("ps", "-aq").stdout.split()
             if ids:
-                _run("docker", "-H", f"unix://{ENGINE_SOCKET}", "rm", "-f", *ids, check=False)
+                self.gpu_docker("rm", "-f", *ids)
                 done.append(f"{len(ids)} container(s) on the GPU host")
         # what was spawned last goes first: the services before the engine and sshd
         spawned = sorted(self.state.glob("*.lab-pid"), key=lambda p: p.stat().st_mtime, reverse=True) \

@@ -14,7 +14,6 @@ The deployment itself uses the GPU host's engine socket directly, as a team's de
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 from chaos.env import Environment
@@ -72,7 +71,7 @@ def deploy(lab: Lab, env: Environment, log=lambda s: None, timeout: float | None
     host, port = split_api(env.toxiproxy.api)
     lab.spawn("toxiproxy", [toxiproxy_binary(), "-host", host, "-port", str(port)], host_of(host, "toxiproxy.api"))
     toxiproxy = ToxiproxyServer(host, port)
-    _wait("toxiproxy", toxiproxy.client().ping, 15, lab)
+    lab.wait_up("toxiproxy", toxiproxy.client().ping, 15)
     toxiproxy.create_proxies(env.toxiproxy.proxies)
     log(f"toxiproxy on {env.toxiproxy.api}: {len(env.toxiproxy.proxies)} proxies")
     _start_replicas(lab, env, timeout)
@@ -97,13 +96,9 @@ def deploy(lab: Lab, env: Environment, log=lambda s: None, timeout: float | None
 
 def undeploy(lab: Lab, env: Environment) -> list[str]:
     """Stop what deploy() started for `env` (the hosts stay up); what was stopped."""
-    import subprocess
-
     done = [n for n in ("gateway", *(f"faultproxy-{f.name}" for f in env.fault_proxies), "toxiproxy") if lab.stop(n)]
     for t in env.targets:
-        r = subprocess.run(["docker", "-H", f"unix://{ENGINE_SOCKET}", "rm", "-f", t.container_name or f"chaos-{RUN_ID}-{t.name}"],
-                           capture_output=True, text=True, timeout=60)
-        if r.returncode == 0:
+        if lab.gpu_docker("rm", "-f", t.container_name or f"chaos-{RUN_ID}-{t.name}").returncode == 0:
             done.append(f"container {t.container_name}")
     return done
 
@@ -123,9 +118,3 @@ def _start_replicas(lab: Lab, env: Environment, timeout: float) -> None:
         t.wait_healthy(timeout)
 
 
-def _wait(what: str, ok, timeout: float, lab: Lab) -> None:
-    deadline = time.monotonic() + timeout
-    while not ok():
-        if time.monotonic() > deadline:
-            raise StackError(f"lab: {what} did not answer within {timeout:g} s; see {lab.state / (what + '.log')}")
-        time.sleep(0.1)
