@@ -19,7 +19,7 @@ from chaos.verify.verdict import Verdict
 
 _EPS = 1e-9  # float noise only; real measurement error is ~1 ms and favours the client
 
-RULES = ("min_interval", "exponential", "jitter", "cap", "gives_up.attempts", "gives_up.deadline",
+RULES = ("retries", "min_interval", "exponential", "jitter", "cap", "gives_up.attempts", "gives_up.deadline",
          "retry_after", "non_retryable")
 
 
@@ -78,6 +78,7 @@ def judge(phases: dict[str, Sequence[Arrival]], policy: RetryPolicy, *, runs: Se
     v = Verdict("backoff compliance")
     retry, give_up = list(phases.get("retry", ())), list(phases.get("give_up", ()))
     g_all = gaps(retry) + gaps(give_up)
+    _retries(v, retry + give_up, policy)
     _min_interval(v, g_all, policy)
     _exponential(v, g_all, policy, growth_min or default_growth_min(policy))
     _jitter(v, gaps(retry), policy, jitter_min_cv)
@@ -87,6 +88,23 @@ def judge(phases: dict[str, Sequence[Arrival]], policy: RetryPolicy, *, runs: Se
     _non_retryable(v, phases.get("non_retryable"))
     v.data = {"gaps": [g.__dict__ for g in g_all], "runs": [r.__dict__ for r in runs]}
     return v
+
+
+def _retries(v: Verdict, arrivals: list[Arrival], policy: RetryPolicy) -> None:
+    """A retryable failure is retried: without this row a client that never retries has every other
+    rule n/a, and "nothing measured" would read as compliance (curl --retry 4 on a 503 with a body)."""
+    if policy.max_attempts < 2:
+        v.add("retries", "all retried", None, None, f"the policy allows {policy.max_attempts} attempt(s): no retry expected")
+        return
+    attempts: dict[str, int] = {}
+    for a in arrivals:  # every first attempt in these phases got a retryable failure
+        attempts[a.key] = attempts.get(a.key, 0) + 1
+    if not attempts:
+        v.add("retries", "all retried", None, False, "the client sent no request at all")
+        return
+    once = sorted(k for k, n in attempts.items() if n < 2)
+    v.add("retries", "all retried", f"{len(attempts) - len(once)}/{len(attempts)} retried", not once,
+          f"logical requests that failed retryably and were never retried: {', '.join(once[:5]) or 'none'}")
 
 
 def _min_interval(v: Verdict, gs: list[Gap], policy: RetryPolicy) -> None:

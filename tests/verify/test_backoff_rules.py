@@ -94,5 +94,19 @@ def test_assert_ok_raises_slo_violation_with_evidence() -> None:
     with pytest.raises(SLOViolation) as e:
         v.assert_ok()
     assert "min_interval" in str(e.value) and "0.500" in str(e.value) and "0.100" in str(e.value)
-    assert e.value.limit == 0.5 and e.value.evidence["rows"][0]["check"] == "min_interval"
+    rows = {r["check"]: r for r in e.value.evidence["rows"]}
+    assert e.value.limit == 0.5 and rows["min_interval"]["ok"] is False and rows["retries"]["ok"] is True
     assert isinstance(e.value, AssertionError)
+
+
+def test_a_retryable_failure_that_is_never_retried_fails_the_retries_rule() -> None:
+    v = judge({"retry": seq("r0/a", [0.6]) + seq("r1/b", []), "give_up": seq("g0/c", [])}, POLICY)
+    row = v.row("retries")
+    assert row.ok is False and row.measured == "1/3 retried" and "r1/b" in row.detail and "g0/c" in row.detail
+    assert judge({"retry": seq("r0/a", [0.6]) + seq("r1/b", [0.7])}, POLICY).row("retries").ok is True
+
+
+def test_no_request_at_all_fails_and_a_one_attempt_policy_expects_no_retry() -> None:
+    assert judge({"retry": []}, POLICY).row("retries").ok is False
+    once = RetryPolicy(min_interval_s=0.5, multiplier=2.0, max_interval_s=2.0, max_attempts=1, jitter=0.2, deadline_s=10)
+    assert judge({"retry": seq("r0/a", [])}, once).row("retries").ok is None
