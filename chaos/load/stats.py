@@ -22,6 +22,14 @@ def percentile(values: list[float], q: float) -> float | None:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
+def nearest_rank(sorted_values: list[float], q: float) -> float | None:
+    """The q-quantile (0..1) by nearest rank, the way a breaker's window P99 is defined; None for none.
+    (The reference gateway has its own copy: the stand-in imports nothing of the harness.)"""
+    if not sorted_values:
+        return None
+    return sorted_values[min(max(0, math.ceil(q * len(sorted_values)) - 1), len(sorted_values) - 1)]
+
+
 @dataclass
 class ClassStats:
     """Latency percentiles (seconds) and counts for one prompt class (or 'all')."""

@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Sequence
 from chaos.env.model import BreakerPolicy
 from chaos.errors import SLOViolation
 from chaos.load.records import RequestRecord
-from chaos.stack.gateway.breaker import nearest_rank
+from chaos.load.stats import nearest_rank
 
 BREAKER_ERRORS = frozenset({"reset", "timeout", "stream_cut", "error_chunk"})
 
