@@ -11,13 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from chaos.faults import down, latency, pause, rank_freeze, reset_peer
+from chaos.faults import down, kill, latency, pause, rank_freeze, rank_link_cut, reset_peer, restart
+from chaos.faults.http import http_error
+from chaos.faults.proxy_admin import FaultProxyAdmin
+from chaos.faults.tokens import TokenRef
 from chaos.faults.base import Policy
 from chaos.faults.ledger import Ledger
 from chaos.targets.process import ProcessTarget
 
 TINY = str(Path(__file__).resolve().parents[1] / "targets" / "tinyserver.py")
 STATE, API, PROXY = (os.environ[f"CHAOS_PROOF_{k}"] for k in ("STATE", "API", "PROXY"))
+# the fault proxy in front of the target: started by the proof test, so it outlives this run and the
+# test can see that no rule of it was left behind
+HTTP_PROXY, HTTP_TOKEN = os.environ["CHAOS_PROOF_HTTP_PROXY"], os.environ["CHAOS_PROOF_HTTP_TOKEN"]
 PORT, SEED = int(os.environ["CHAOS_PROOF_PORT"]), int(os.environ["CHAOS_PROOF_SEED"])
 
 
@@ -40,9 +46,13 @@ def target():
 
 def test_faults_until_signalled(target):
     rng = random.Random(SEED)
-    policy = Policy(ledger=Ledger(STATE), verify_timeout_s=3.0)
-    network = [lambda: latency(API, PROXY, latency=30), lambda: reset_peer(API, PROXY), lambda: down(API, PROXY)]
-    kinds = [lambda: rank_freeze(target, rank=1), lambda: pause(target)]
+    policy = Policy(ledger=Ledger(STATE), verify_timeout_s=3.0, allow_destructive=True, recover_timeout_s=10.0)
+    admin = FaultProxyAdmin(HTTP_PROXY, TokenRef(file=HTTP_TOKEN), name="proof")
+    # one fault per aim at a time (as in proof_harness.py); the rank-link cut is a toxic on the proxy
+    network = [lambda: latency(API, PROXY, latency=30), lambda: reset_peer(API, PROXY), lambda: down(API, PROXY),
+               lambda: rank_link_cut(API, PROXY), lambda: http_error(admin, 503, expect_hits=False)]
+    kinds = [lambda: rank_freeze(target, rank=1), lambda: pause(target), lambda: restart(target),
+             lambda: kill(target)]
     print("ready", flush=True)
     deadline = time.monotonic() + 60  # bounded: the proof signals within about a second
     while time.monotonic() < deadline:

@@ -101,11 +101,30 @@ def test_interrupted_harness_never_leaves_a_fault_behind(toxiproxy_server, proxy
 
 
 SUITE = str(Path(__file__).with_name("proof_suite.py"))
+
+
+def _fault_proxy(d: Path, upstream_port: int):
+    """A chaos-faultproxy in front of 127.0.0.1:upstream_port, its token in a file."""
+    from chaos.faults.tokens import TokenRef
+    from chaos.pytest_plugin import require_component
+    from chaos.stack.faultproxy import FaultProxyServer, find_binary
+    from tests.faultproxy.conftest import faultproxy_missing
+
+    require_component("faultproxy", faultproxy_missing())
+    d.mkdir(parents=True)
+    token = d / "proxy.token"
+    token.write_text("tok-" + os.urandom(12).hex() + "\n")
+    token.chmod(0o600)
+    server = FaultProxyServer("proof", f"127.0.0.1:{free_port()}", f"http://127.0.0.1:{upstream_port}",
+                              TokenRef(file=str(token)), log_path=d / "proxy.log", binary=find_binary())
+    server.start()
+    return server
 PYTEST_ROUNDS = int(os.environ.get("CHAOS_PROOF_PYTEST_ROUNDS", "20"))
 
 
 @pytest.mark.slow
-def test_a_signalled_pytest_run_reverts_every_fault_and_stops_what_it_started(toxiproxy_server, proxy, tmp_path):
+def test_a_signalled_pytest_run_reverts_every_fault_and_stops_what_it_started(toxiproxy_server, proxy, tmp_path,
+                                                                              request):
     """SIGTERM (a cancelled CI job) and SIGHUP (a closed terminal) during a pytest run end it as
     Ctrl-C does: faults reverted by the ledger's handler, the session's fixtures torn down (the
     process it started is gone), exit code 2 (interrupted) and the reason printed; nothing for
@@ -117,8 +136,11 @@ def test_a_signalled_pytest_run_reverts_every_fault_and_stops_what_it_started(to
     for rnd in range(PYTEST_ROUNDS):
         sig = sigs[rnd % len(sigs)]
         state, port = tmp_path / f"p{rnd}", free_port()
+        http = _fault_proxy(tmp_path / f"h{rnd}", port)  # in front of the run's target, outliving the run
+        request.addfinalizer(http.stop)  # stopped at the round's end too; stop() is idempotent
         env = {**os.environ, "CHAOS_PROOF_STATE": str(state), "CHAOS_PROOF_API": toxiproxy_server.api,
-               "CHAOS_PROOF_PROXY": name, "CHAOS_PROOF_PORT": str(port), "CHAOS_PROOF_SEED": str(rng.randrange(10**6))}
+               "CHAOS_PROOF_PROXY": name, "CHAOS_PROOF_PORT": str(port), "CHAOS_PROOF_SEED": str(rng.randrange(10**6)),
+               "CHAOS_PROOF_HTTP_PROXY": f"http://{http.listen}", "CHAOS_PROOF_HTTP_TOKEN": str(http.token.file)}
         # from the repository root, as a suite runs: its conftest and fixtures load
         run = subprocess.Popen([sys.executable, "-m", "pytest", SUITE, "-s", "-q"], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, env=env, cwd=REPO, preexec_fn=_default_signals)
@@ -131,12 +153,23 @@ def test_a_signalled_pytest_run_reverts_every_fault_and_stops_what_it_started(to
             assert out and out[-1].strip().endswith(b"ready"), b"".join(out).decode()[-2000:]
             time.sleep(rng.uniform(0.05, 1.2))
             victims = _tiny_pids(port)
+            settle = time.monotonic() + 15  # a restart or kill in progress: the target is between processes
+            while not victims and run.poll() is None and time.monotonic() < settle:
+                time.sleep(0.05)
+                victims = _tiny_pids(port)
             if not victims:  # the run ended by itself: show why
+                run.kill()
                 rest, _ = run.communicate(timeout=30)
                 raise AssertionError(f"round {rnd}: the run's target is gone before the signal: "
                                      + (b"".join(out) + rest).decode(errors="replace")[-3000:])
             run.send_signal(sig)
-            rest, _ = run.communicate(timeout=30)
+            try:
+                rest, _ = run.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                run.kill()
+                rest, _ = run.communicate()
+                raise AssertionError(f"round {rnd}: {sig.name} did not end the run within 30 s: "
+                                     + (b"".join(out) + (rest or b"")).decode(errors="replace")[-4000:]) from None
         finally:
             if run.poll() is None:  # the run hung: SIGKILL it, and the target it started with it
                 run.kill()
@@ -156,3 +189,7 @@ def test_a_signalled_pytest_run_reverts_every_fault_and_stops_what_it_started(to
         assert client.proxy(name)["enabled"] is True
         assert all(_proc.state(p) in (None, "Z") for p in victims + _tiny_pids(port)), \
             (sig.name, rnd, "the process the run started is stopped by its teardown, never left stopped")
+        try:
+            assert http.admin().rules() == [], (sig.name, rnd, "an HTTP fault rule was left on the fault proxy")
+        finally:
+            http.stop()
