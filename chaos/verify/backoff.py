@@ -10,6 +10,7 @@ attempt fails, one client) and "non_retryable" (every attempt gets a 400).
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -96,9 +97,7 @@ def _retries(v: Verdict, arrivals: list[Arrival], policy: RetryPolicy) -> None:
     if policy.max_attempts < 2:
         v.add("retries", "all retried", None, None, f"the policy allows {policy.max_attempts} attempt(s): no retry expected")
         return
-    attempts: dict[str, int] = {}
-    for a in arrivals:  # every first attempt in these phases got a retryable failure
-        attempts[a.key] = attempts.get(a.key, 0) + 1
+    attempts = Counter(a.key for a in arrivals)  # every first attempt in these phases failed retryably
     if not attempts:
         v.add("retries", "all retried", None, False, "the client sent no request at all")
         return

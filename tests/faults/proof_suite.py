@@ -48,7 +48,7 @@ def test_faults_until_signalled(target):
     rng = random.Random(SEED)
     policy = Policy(ledger=Ledger(STATE), verify_timeout_s=3.0, allow_destructive=True, recover_timeout_s=10.0)
     admin = FaultProxyAdmin(HTTP_PROXY, TokenRef(file=HTTP_TOKEN), name="proof")
-    # one fault per aim at a time (as in proof_harness.py); the rank-link cut is a toxic on the proxy
+    # the rank-link cut is a toxic on the proxy, as a cut of a TCP rank link is
     network = [lambda: latency(API, PROXY, latency=30), lambda: reset_peer(API, PROXY), lambda: down(API, PROXY),
                lambda: rank_link_cut(API, PROXY), lambda: http_error(admin, 503, expect_hits=False)]
     kinds = [lambda: rank_freeze(target, rank=1), lambda: pause(target), lambda: restart(target),

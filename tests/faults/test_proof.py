@@ -101,25 +101,21 @@ def test_interrupted_harness_never_leaves_a_fault_behind(toxiproxy_server, proxy
 
 
 SUITE = str(Path(__file__).with_name("proof_suite.py"))
+PYTEST_ROUNDS = int(os.environ.get("CHAOS_PROOF_PYTEST_ROUNDS", "20"))
 
 
 def _fault_proxy(d: Path, upstream_port: int):
     """A chaos-faultproxy in front of 127.0.0.1:upstream_port, its token in a file."""
-    from chaos.faults.tokens import TokenRef
+    from chaos.faults.tokens import token_file
     from chaos.pytest_plugin import require_component
     from chaos.stack.faultproxy import FaultProxyServer, find_binary
     from tests.faultproxy.conftest import faultproxy_missing
 
     require_component("faultproxy", faultproxy_missing())
-    d.mkdir(parents=True)
-    token = d / "proxy.token"
-    token.write_text("tok-" + os.urandom(12).hex() + "\n")
-    token.chmod(0o600)
     server = FaultProxyServer("proof", f"127.0.0.1:{free_port()}", f"http://127.0.0.1:{upstream_port}",
-                              TokenRef(file=str(token)), log_path=d / "proxy.log", binary=find_binary())
+                              token_file(d / "proxy.token"), log_path=d / "proxy.log", binary=find_binary())
     server.start()
     return server
-PYTEST_ROUNDS = int(os.environ.get("CHAOS_PROOF_PYTEST_ROUNDS", "20"))
 
 
 @pytest.mark.slow
