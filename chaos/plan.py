@@ -46,6 +46,16 @@ def no_gateway_admin(env: Environment) -> str | None:
     return None if env.endpoints.gateway_admin else f"environment {env.name} has no gateway admin endpoint"
 
 
+def no_breaker_view(env: Environment) -> str | None:
+    """The breaker verdict needs to know which replica served each request: the fault proxies' logs
+    (any gateway), else the reference gateway's admin API and its pool header."""
+    bare = [t.name for t in env.targets if not t.fault_proxy]
+    if not bare or env.endpoints.gateway_admin:
+        return None
+    return (f"no fault proxy in front of replica {', '.join(bare)} and no gateway admin endpoint: "
+            "nothing says which replica served each request")
+
+
 def no_canary(env: Environment) -> str | None:
     return None if any(t.pool == "canary" for t in env.targets) else f"environment {env.name} has no canary pool"
 
@@ -138,9 +148,9 @@ ENTRIES = (  # destructive: as the suites mark their tests (refused on a protect
     Entry("recovery", "cold start of a standby replica", False, (no_local_standby,)),
     Entry("recovery", "restart policy on-failure (negative control)", True, (no_local_standby,)),
     Entry("network", "client-path jitter, reset, timeout", False, (no_client_proxy,)),
-    Entry("breaker", "degrade / rollback / OOM tiers on the canary", False, (no_gateway_admin, no_canary),
+    Entry("breaker", "degrade / rollback / OOM tiers on the canary", False, (no_breaker_view, no_canary),
           "the canary's traffic at warm-up must reach min_calls per window"),
-    Entry("breaker", "leak trend", False, (no_gateway_admin, no_simulator_canary)),
+    Entry("breaker", "leak trend", False, (no_breaker_view, no_simulator_canary)),
     Entry("routing", "cache headers, the model asked for, signing, secrets", False),
     Entry("routing", "misrouting share", False, (no_gateway_admin, no_canary)),
     Entry("routing", "answers from another model", False, (no_fault_proxies,)),

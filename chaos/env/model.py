@@ -126,11 +126,36 @@ class Target(_Strict):
         return "simulator" if self.simulator else "vllm" if self.vllm else "other"
 
 
-class GatewayConfig(_Strict):
-    """The embedded reference gateway (`chaos gateway`) in front of the replicas."""
+class NginxGateway(_Strict):
+    """nginx's passive ejection (upstream `max_fails` / `fail_timeout`, `proxy_next_upstream`)."""
 
+    max_fails: int = Field(3, ge=0, description="failures within fail_timeout that ban a server (0: never)")
+    fail_timeout_s: int = Field(10, ge=1, description="the counting period and the ban's length")
+    next_upstream: list[str] = Field(
+        ["error", "timeout", "http_500", "http_502", "http_503", "non_idempotent"],
+        description="proxy_next_upstream: what is retried on the next server and counted as a failure")
+
+
+class HaproxyGateway(_Strict):
+    """HAProxy's layer-7 observation (`observe layer7`, `error-limit`, `on-error`) and health checks."""
+
+    error_limit: int = Field(3, ge=1, description="CONSECUTIVE observed errors before on-error acts")
+    on_error: Literal["fastinter", "fail-check", "sudden-death", "mark-down"] = "mark-down"
+    check_inter_s: float = Field(1.0, gt=0, description="health check interval (GET /health)")
+    fall: int = Field(3, ge=1)
+    rise: int = Field(2, ge=1)
+
+
+class GatewayConfig(_Strict):
+    """The gateway the embedded stack puts in front of the replicas: the reference gateway
+    (`chaos gateway`, with its admin API) or a third-party one started from its package, with a
+    config rendered from the environment (chaos.stack.thirdparty)."""
+
+    kind: Literal["reference", "nginx", "haproxy"] = "reference"
     listen: str = "127.0.0.1:18100"
     admin_token: str | None = None
+    nginx: NginxGateway = NginxGateway()
+    haproxy: HaproxyGateway = HaproxyGateway()
 
 
 class LatencySLA(_Strict):

@@ -126,12 +126,17 @@ class EmbeddedStack:
         if self.env.gateway is None:
             return
         host, port = self.env.gateway.listen.rsplit(":", 1)
-        cmd = [sys.executable, "-m", "chaos.cli", "gateway", "--env", self.env.source]
+        if self.env.gateway.kind == "reference":
+            cmd = [sys.executable, "-m", "chaos.cli", "gateway", "--env", self.env.source]
+        else:
+            from chaos.stack.thirdparty import gateway_command
+
+            cmd = gateway_command(self.env, self.state_dir)
         self.gateway = ProcessTarget("gateway", cmd, host=host, port=int(port), restart_policy="always",
                                      state_dir=self.state_dir, run_id=self.run_id)
         self.gateway.start()
         self.gateway.wait_healthy(timeout)
-        self.log(f"gateway up on {self.env.gateway.listen}")
+        self.log(f"gateway ({self.env.gateway.kind}) up on {self.env.gateway.listen}")
 
     def wait_serving(self, timeout: float | None = None) -> float:
         """Block until a real completion succeeds at the client endpoint; returns seconds waited."""
