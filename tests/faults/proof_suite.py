@@ -17,6 +17,7 @@ from chaos.faults.proxy_admin import FaultProxyAdmin
 from chaos.faults.tokens import TokenRef
 from chaos.faults.base import Policy
 from chaos.faults.ledger import Ledger
+from chaos.targets.docker import DockerTarget
 from chaos.targets.process import ProcessTarget
 
 TINY = str(Path(__file__).resolve().parents[1] / "targets" / "tinyserver.py")
@@ -25,6 +26,9 @@ STATE, API, PROXY = (os.environ[f"CHAOS_PROOF_{k}"] for k in ("STATE", "API", "P
 # test can see that no rule of it was left behind
 HTTP_PROXY, HTTP_TOKEN = os.environ["CHAOS_PROOF_HTTP_PROXY"], os.environ["CHAOS_PROOF_HTTP_TOKEN"]
 PORT, SEED = int(os.environ["CHAOS_PROOF_PORT"]), int(os.environ["CHAOS_PROOF_SEED"])
+# where Docker and the base image are: a labelled container the run starts, and faults on it
+IMAGE, RUN_ID = os.environ.get("CHAOS_PROOF_IMAGE"), os.environ.get("CHAOS_PROOF_RUN_ID", "proof")
+CPORT = int(os.environ.get("CHAOS_PROOF_CONTAINER_PORT", "0"))
 
 
 @pytest.fixture(scope="session")
@@ -44,7 +48,23 @@ def target():
         t.stop(3)
 
 
-def test_faults_until_signalled(target):
+@pytest.fixture(scope="session")
+def container():
+    """A labelled container the run started (the tiny server inside): only its teardown removes it."""
+    if not IMAGE:
+        yield None
+        return
+    t = DockerTarget("proofc", IMAGE, args=["python3", "/srv/tinyserver.py", str(CPORT)], port=CPORT, run_id=RUN_ID,
+                     state_dir=STATE, volumes={TINY: {"bind": "/srv/tinyserver.py", "mode": "ro"}})
+    t.start()
+    try:
+        t.wait_healthy(20)
+        yield t
+    finally:
+        t.remove()
+
+
+def test_faults_until_signalled(target, container):
     rng = random.Random(SEED)
     policy = Policy(ledger=Ledger(STATE), verify_timeout_s=3.0, allow_destructive=True, recover_timeout_s=10.0)
     admin = FaultProxyAdmin(HTTP_PROXY, TokenRef(file=HTTP_TOKEN), name="proof")
@@ -53,6 +73,8 @@ def test_faults_until_signalled(target):
                lambda: rank_link_cut(API, PROXY), lambda: http_error(admin, 503, expect_hits=False)]
     kinds = [lambda: rank_freeze(target, rank=1), lambda: pause(target), lambda: restart(target),
              lambda: kill(target)]
+    if container is not None:  # pause, restart and a kill of PID 1 that the restart policy answers
+        kinds += [lambda: pause(container), lambda: restart(container), lambda: kill(container)]
     print("ready", flush=True)
     deadline = time.monotonic() + 60  # bounded: the proof signals within about a second
     while time.monotonic() < deadline:

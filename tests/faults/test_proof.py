@@ -101,6 +101,20 @@ def test_interrupted_harness_never_leaves_a_fault_behind(toxiproxy_server, proxy
 
 
 SUITE = str(Path(__file__).with_name("proof_suite.py"))
+PROOF_IMAGE = "llm-chaos-base:bookworm"
+
+
+def _docker_for_runs():
+    """A Docker client where the engine and the base image are (the runs then start a container), else None."""
+    try:
+        from tests._support import require
+
+        require(f"image:{PROOF_IMAGE}")
+    except pytest.skip.Exception:
+        return None
+    import docker
+
+    return docker.from_env()
 PYTEST_ROUNDS = int(os.environ.get("CHAOS_PROOF_PYTEST_ROUNDS", "20"))
 
 
@@ -124,9 +138,11 @@ def test_a_signalled_pytest_run_reverts_every_fault_and_stops_what_it_started(to
     """SIGTERM (a cancelled CI job) and SIGHUP (a closed terminal) during a pytest run end it as
     Ctrl-C does: faults reverted by the ledger's handler, the session's fixtures torn down (the
     process it started is gone), exit code 2 (interrupted) and the reason printed; nothing for
-    `chaos cleanup` to do."""
+    `chaos cleanup` to do. Where Docker and the base image are, each run also starts a labelled
+    container and injects pause, restart and kill into it: none may be left paused, stopped or at all."""
     name, _ = proxy
     client = toxiproxy_server.client()
+    docker_client = _docker_for_runs()
     rng = random.Random(20261201)
     sigs = [signal.SIGTERM, signal.SIGHUP, signal.SIGINT]
     for rnd in range(PYTEST_ROUNDS):
@@ -134,7 +150,10 @@ def test_a_signalled_pytest_run_reverts_every_fault_and_stops_what_it_started(to
         state, port = tmp_path / f"p{rnd}", free_port()
         http = _fault_proxy(tmp_path / f"h{rnd}", port)  # in front of the run's target, outliving the run
         request.addfinalizer(http.stop)  # stopped at the round's end too; stop() is idempotent
-        env = {**os.environ, "CHAOS_PROOF_STATE": str(state), "CHAOS_PROOF_API": toxiproxy_server.api,
+        run_id = f"proof-{os.getpid()}-{rnd}"
+        boxed = {} if docker_client is None else {"CHAOS_PROOF_IMAGE": PROOF_IMAGE, "CHAOS_PROOF_RUN_ID": run_id,
+                                                  "CHAOS_PROOF_CONTAINER_PORT": str(free_port())}
+        env = {**os.environ, **boxed, "CHAOS_PROOF_STATE": str(state), "CHAOS_PROOF_API": toxiproxy_server.api,
                "CHAOS_PROOF_PROXY": name, "CHAOS_PROOF_PORT": str(port), "CHAOS_PROOF_SEED": str(rng.randrange(10**6)),
                "CHAOS_PROOF_HTTP_PROXY": f"http://{http.listen}", "CHAOS_PROOF_HTTP_TOKEN": str(http.token.file)}
         # from the repository root, as a suite runs: its conftest and fixtures load
@@ -189,3 +208,9 @@ def test_a_signalled_pytest_run_reverts_every_fault_and_stops_what_it_started(to
             assert http.admin().rules() == [], (sig.name, rnd, "an HTTP fault rule was left on the fault proxy")
         finally:
             http.stop()
+        if docker_client is not None:
+            left = docker_client.containers.list(all=True, filters={"label": f"llm-chaos.run-id={run_id}"})
+            for c in left:
+                c.remove(force=True)
+            assert not left, (sig.name, rnd, "the run's labelled container outlived it",
+                              [(c.name, c.status) for c in left])
