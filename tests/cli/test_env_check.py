@@ -35,6 +35,13 @@ def test_plan_names_the_real_limits_of_local_vllm() -> None:
     assert all(r.verdict != SKIP for r in local.values()), [r for r in local.values() if r.verdict == SKIP]
 
 
+def test_a_third_party_gateway_without_an_admin_api_is_judged_from_the_fault_proxies() -> None:
+    for name in ("local-nginx", "local-haproxy"):
+        rows = _rows(load(name, environ={}))
+        assert _row(rows, "breaker", "degrade").verdict != SKIP, name
+        assert _row(rows, "routing", "misrouting").verdict == SKIP  # a fault planted in our gateway only
+
+
 def test_the_lab_plan_skips_what_only_a_simulator_on_this_host_can_plant() -> None:
     """The lab's simulators run on another host: their admin API (loopback-only there) cannot plant
     a leak or a tokenizer defect, and the plan says so instead of the test breaking on a 403."""
@@ -66,7 +73,8 @@ def test_plan_skips_say_what_is_missing_and_protected_refuses_destructive(tmp_pa
     rows = _rows(_env(tmp_path, protected="true"))
     assert _row(rows, "network", "client-path").reason == "environment bare has no Toxiproxy"
     assert _row(rows, "streams", "SSE").reason == "environment bare has no fault proxies in front of its replicas"
-    assert _row(rows, "breaker", "degrade").reason == "environment bare has no gateway admin endpoint"
+    assert _row(rows, "breaker", "degrade").reason == ("no fault proxy in front of replica gpu-1 and no gateway "
+                                                       "admin endpoint: nothing says which replica served each request")
     assert _row(rows, "recovery", "GPU driver reset").verdict == REFUSED
     assert "--allow-destructive" in _row(rows, "recovery", "GPU driver reset").reason
     assert _row(rows, "recovery", "NCCL rank freeze").verdict == SKIP  # TP 1: skipped before refused
