@@ -160,6 +160,23 @@ class Scenario:
                 self.sleep(1.0)
         self.timeline.event("steady_observed", self.name, t=self.clock(), since=since)
 
+    def load_until(self, enough: Callable[[], bool], *, min_s: float, max_s: float, poll_s: float = 1.0,
+                   **overrides: Any) -> list[RequestRecord]:
+        """Run load for at least `min_s` and until `enough()` holds (at most `max_s`), then collect it.
+
+        For a verdict that needs a number of requests, not a duration: a slow backend (real vLLM on
+        2 cores serves a tenth of the simulator's rate) gets the time it needs, a fast one stops early."""
+        self.start_load(duration_s=max_s, **overrides)
+        start = self.clock()
+        with self.phase("load until enough requests", min_s=round(min_s, 1), max_s=round(max_s, 1)):
+            while self.clock() - start < max_s:
+                if self.clock() - start >= min_s and enough():
+                    break
+                self.sleep(poll_s)
+            self._collect(self.load.stop())
+        self.load = None
+        return self.records
+
     def finish_load(self) -> list[RequestRecord]:
         """Wait for the load run to end and collect its records."""
         if self.load is None:
