@@ -56,7 +56,12 @@ class _TargetFault(Fault):
 
 
 class RestartFault(_TargetFault):
-    """Restart the replica (a GPU driver reset): the restart count rises and the new process answers."""
+    """Restart the replica (a GPU driver reset), proven by its restart count rising.
+
+    When the new process answers is the system's recovery, judged by the suite against
+    slas.recovery_s from the moment of the restart, as for a crash: it used to be part of this
+    proof, so a real vLLM that came back in 259 s (recovery_s 300, cold_start_s 240) under load was
+    reported as "the fault really happened: FAILED" although it had happened."""
 
     kind, destructive = "restart", True
 
@@ -68,8 +73,6 @@ class RestartFault(_TargetFault):
         n = self.target.restart_count()
         if n <= self._before:
             raise self._not(f"restart count did not rise (still {n})")
-        if not self.target.health():
-            raise self._not("the restarted process does not answer /health yet")
         self.evidence["restart_count"] = n
 
     def inject(self) -> dict[str, Any]:
