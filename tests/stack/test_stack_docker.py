@@ -79,6 +79,7 @@ def test_docker_replicas_serve_survive_a_restart_and_down_removes_them(docker_en
         assert fault.evidence["restart_count"] > before
         assert replica.pid() != old_pid
         assert Ledger(env.state_dir).outstanding() == []
+        replica.wait_healthy(60)  # the restart's proof is its count; coming back is the replica's own business
         stack.wait_serving(60)
         assert _complete(env.endpoints.gateway_admin, env.endpoints.model)["choices"]
     finally:
