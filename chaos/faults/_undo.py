@@ -106,6 +106,7 @@ def _container_signal(step: dict[str, Any]) -> str:
     import docker as sdk
 
     from chaos.targets.docker import client_for
+    from chaos.targets.docker_exec import exec_collect
 
     pid, sig, where = int(step["pid"]), signal.Signals[step["signal"]], step["container"]
     client = client_for(step.get("docker_host"))
@@ -116,14 +117,13 @@ def _container_signal(step: dict[str, Any]) -> str:
             return f"container {where} gone; no {sig.name} needed"
         if c.status != "running":
             return f"container {where} is {c.status}; no {sig.name} needed"
-        rc, out = c.exec_run(["cat", f"/proc/{pid}/stat"])
-        text = out.decode(errors="replace")
+        rc, text = exec_collect(client, c.id, ["cat", f"/proc/{pid}/stat"])
         fields = text[text.rindex(")") + 2:].split() if rc == 0 and ")" in text else None
         if fields is None or (step.get("start") is not None and int(fields[19]) != int(step["start"])):
             return f"pid {pid} in {where} gone; no {sig.name} needed"
-        rc, out = c.exec_run(["kill", f"-{sig.name[3:]}", str(pid)])
+        rc, out = exec_collect(client, c.id, ["kill", f"-{sig.name[3:]}", str(pid)])
         if rc != 0:
-            raise ChaosError(f"kill -{sig.name[3:]} {pid} in container {where} failed: {out.decode(errors='replace').strip()}")
+            raise ChaosError(f"kill -{sig.name[3:]} {pid} in container {where} failed: {out.strip()}")
         return f"sent {sig.name} to pid {pid} in container {where}"
     finally:
         client.close()

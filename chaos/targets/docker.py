@@ -211,8 +211,10 @@ class DockerTarget:
         return self.container.logs(tail=tail).decode(errors="replace")
 
     def exec(self, cmd: list[str]) -> tuple[int, str]:
-        rc, out = self.container.exec_run(cmd)
-        return int(rc), out.decode(errors="replace")
+        """(exit code, output) of cmd in the container, all of its output (not exec_run: docker_exec says why)."""
+        from chaos.targets.docker_exec import exec_collect
+
+        return exec_collect(self.client, self.container.id, cmd, target=self.name)
 
     def _processes(self) -> list[tuple[int, str]]:
         if self.remote:

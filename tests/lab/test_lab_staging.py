@@ -80,6 +80,12 @@ def test_the_lab_env_serves_through_edge_and_gpu_hosts_and_the_harness_sees_its_
         assert t.remote and t.is_running() and t.health()
         assert len(t.rank_pids()) == cfg.tp_size  # rank 0 (the engine) first
         assert cfg.host == GPU.address
+    # all of an exec's output, every time: docker-py's exec_run dropped it in 33 of 1000 `ps` calls over
+    # this ssh forward (CI at cc4f4f1: no rank 1 found, a frozen pid judged gone); 200 calls would
+    # catch that at 99.9 %
+    t = make_target(env.target("replica-a"), run_id="lab-remote", state_dir=env.state_dir, env=env)
+    short = [out for out in (t.exec(["ps", "-eo", "pid=,args="])[1] for _ in range(200)) if "chaos-sim-rank" not in out]
+    assert not short, f"{len(short)} of 200 execs came back without the rank: {short[:3]}"
     local = subprocess.run(["docker", "ps", "-q", "--filter", "name=lab-replica"], capture_output=True, text=True)
     assert local.stdout.strip() == ""  # not on the harness machine's engine
     # the replica side's record: the simulators saw the requests come from the GPU host's fault proxies
