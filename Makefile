@@ -14,7 +14,7 @@ SUITES ?= suites/
 TESTS ?= tests/
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 
-.PHONY: setup venv tools toxiproxy faultproxy allure image test gameday gameday-lab report bench clean cleanup setup-vllm vllm-image
+.PHONY: setup venv tools toxiproxy faultproxy allure image test gameday gameday-lab report bench clean cleanup setup-vllm setup-litellm vllm-image
 
 setup: venv tools
 
@@ -88,6 +88,10 @@ clean:
 setup-vllm:
 	@scripts/setup-vllm.sh
 	@.tools/vllm/venv/bin/python scripts/make-tiny-model.py
+
+# The LiteLLM proxy for `gateway.kind: litellm` (environments/local-litellm.yaml), in its own venv.
+setup-litellm:
+	@scripts/setup-litellm.sh
 
 # the real-vLLM image (local-vllm-docker.yaml), built offline from setup-vllm's venv and model
 vllm-image: setup-vllm

@@ -146,16 +146,29 @@ class HaproxyGateway(_Strict):
     rise: int = Field(2, ge=1)
 
 
+class LitellmGateway(_Strict):
+    """The LiteLLM router's cooldowns (`allowed_fails`, `cooldown_time`) and retries, one proxy worker
+    (each worker keeps its own cooldowns without Redis)."""
+
+    allowed_fails: int = Field(2, ge=0, description="failures a deployment may have before its cooldown")
+    cooldown_time_s: float = Field(10.0, gt=0, description="the cooldown's length, and the failure counter's life")
+    num_retries: int = Field(2, ge=0, description="retries of a failed call, on another deployment where one is healthy")
+    routing_strategy: Literal["simple-shuffle", "least-busy", "latency-based-routing", "usage-based-routing-v2"] = \
+        "simple-shuffle"
+    timeout_s: float = Field(300.0, gt=0, description="a call to a deployment fails after this long")
+
+
 class GatewayConfig(_Strict):
     """The gateway the embedded stack puts in front of the replicas: the reference gateway
     (`chaos gateway`, with its admin API) or a third-party one started from its package, with a
     config rendered from the environment (chaos.stack.thirdparty)."""
 
-    kind: Literal["reference", "nginx", "haproxy"] = "reference"
+    kind: Literal["reference", "nginx", "haproxy", "litellm"] = "reference"
     listen: str = "127.0.0.1:18100"
     admin_token: str | None = None
     nginx: NginxGateway = NginxGateway()
     haproxy: HaproxyGateway = HaproxyGateway()
+    litellm: LitellmGateway = LitellmGateway()
 
 
 class LatencySLA(_Strict):

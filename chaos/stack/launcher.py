@@ -127,13 +127,14 @@ class EmbeddedStack:
             return
         host, port = self.env.gateway.listen.rsplit(":", 1)
         if self.env.gateway.kind == "reference":
-            cmd = [sys.executable, "-m", "chaos.cli", "gateway", "--env", self.env.source]
+            cmd, environ, health = [sys.executable, "-m", "chaos.cli", "gateway", "--env", self.env.source], {}, "/health"
         else:
-            from chaos.stack.thirdparty import gateway_command
+            from chaos.stack.thirdparty import gateway_process
 
-            cmd = gateway_command(self.env, self.state_dir)
+            spec = gateway_process(self.env, self.state_dir)
+            cmd, environ, health = spec.command, spec.environ, spec.health_path
         self.gateway = ProcessTarget("gateway", cmd, host=host, port=int(port), restart_policy="always",
-                                     state_dir=self.state_dir, run_id=self.run_id)
+                                     state_dir=self.state_dir, run_id=self.run_id, env=environ, health_path=health)
         self.gateway.start()
         self.gateway.wait_healthy(timeout)
         self.log(f"gateway ({self.env.gateway.kind}) up on {self.env.gateway.listen}")

@@ -1,19 +1,23 @@
-"""Third-party gateways in the embedded stack: nginx and HAProxy, started from their Debian packages.
+"""Third-party gateways in the embedded stack: nginx and HAProxy from their Debian packages, the
+LiteLLM proxy from PyPI (`make setup-litellm`).
 
 The environment's `gateway.kind` picks one; its config is rendered here from the environment (the
 replicas' addresses, the canary's share from `breaker.canary_weight`, the gateway's own ejection
 settings), written to the state dir and checked by the gateway itself (`nginx -t`, `haproxy -c`)
-before it starts. Neither has an admin API: the breaker verdict judges them black-box, from the
+before it starts (LiteLLM has no such check: its start is). None has an admin API: the breaker verdict judges them black-box, from the
 replica-side fault proxies' logs. Their ejection semantics, which the tests hold them to, are in
 shared/reference/gateways.md.
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import yaml
 
 from chaos.env import Environment
 from chaos.errors import StackError
@@ -42,6 +46,26 @@ def upstreams(env: Environment) -> list[Upstream]:
         weight = max(1, round(WEIGHT_SCALE * part / len(group)))
         out.append(Upstream(t.name, t.pool, proxies[t.serve_proxy] if t.serve_proxy else f"{t.host}:{t.port}", weight))
     return out
+
+
+REPO = Path(__file__).resolve().parents[2]
+LITELLM_VERSION = "1.108.7"  # the newest whose pinned proxy extras PyPI serves here (gateways.md names 1.110.2)
+
+
+@dataclass(frozen=True)
+class GatewayProcess:
+    """How to run the gateway: its command line, extra environment and an unauthenticated health path."""
+    command: list[str]
+    environ: dict[str, str] = field(default_factory=dict)
+    health_path: str = "/health"
+
+
+def litellm_binary() -> str | None:
+    """$CHAOS_LITELLM, else the venv `make setup-litellm` makes, else `litellm` on PATH."""
+    for candidate in (os.environ.get("CHAOS_LITELLM"), str(REPO / ".tools" / "litellm" / "venv" / "bin" / "litellm")):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return shutil.which("litellm")
 
 
 def _binary(name: str) -> str:
@@ -130,11 +154,49 @@ backend llm
 """
 
 
-def gateway_command(env: Environment, state_dir: Path) -> list[str]:
-    """Write the gateway's config into the state dir, have the gateway check it, return its command line."""
+def render_litellm(env: Environment) -> str:
+    """One deployment per replica in one model group named as the clients ask (endpoints.model);
+    `model_info.id` is "<pool>/<replica>", which LiteLLM returns in `x-litellm-model-id`."""
+    gw = env.gateway
+    assert gw is not None
+    s = gw.litellm
+    deployments = [{"model_name": env.endpoints.model, "model_info": {"id": f"{u.pool}/{u.name}"},
+                    "litellm_params": {"model": f"openai/{env.endpoints.model}", "api_base": f"http://{u.address}/v1",
+                                       "api_key": "unused", "weight": u.weight}} for u in upstreams(env)]
+    config = {"model_list": deployments,
+              "router_settings": {"routing_strategy": s.routing_strategy, "num_retries": s.num_retries,
+                                  "allowed_fails": s.allowed_fails, "cooldown_time": s.cooldown_time_s,
+                                  "timeout": s.timeout_s},
+              "litellm_settings": {"drop_params": True, "telemetry": False},
+              "general_settings": {"master_key": env.endpoints.api_key}}
+    return f"# rendered by llm-chaos from environment {env.name}: do not edit\n" + yaml.safe_dump(config, sort_keys=False)
+
+
+def _litellm(env: Environment, state_dir: Path) -> GatewayProcess:
+    key = env.endpoints.api_key
+    if not key or not key.startswith("sk-"):
+        raise StackError("gateway.kind litellm: endpoints.api_key: expected the proxy's master key (sk-...); "
+                         "LiteLLM refuses to start without one")
+    binary = litellm_binary()
+    if binary is None:
+        raise StackError(f"gateway.kind litellm: no `litellm` binary (`make setup-litellm` installs "
+                         f"litellm[proxy]=={LITELLM_VERSION} into .tools/litellm/venv; or set CHAOS_LITELLM)")
+    assert env.gateway is not None
+    conf = state_dir / "litellm.yaml"
+    conf.write_text(render_litellm(env))
+    host, port = env.gateway.listen.rsplit(":", 1)
+    # one worker: without Redis each worker would keep cooldowns of its own
+    return GatewayProcess([binary, "--config", str(conf), "--host", host, "--port", port, "--num_workers", "1"],
+                          {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}, "/health/liveliness")
+
+
+def gateway_process(env: Environment, state_dir: Path) -> GatewayProcess:
+    """Write the gateway's config into the state dir, have the gateway check it, say how to run it."""
     gw = env.gateway
     assert gw is not None and gw.kind != "reference"
     state_dir = state_dir.resolve()
+    if gw.kind == "litellm":
+        return _litellm(env, state_dir)
     binary = _binary(gw.kind)
     if gw.kind == "nginx":
         tmp = state_dir / "nginx"
@@ -151,4 +213,4 @@ def gateway_command(env: Environment, state_dir: Path) -> list[str]:
         first = (probe.stderr or probe.stdout).strip().splitlines()
         raise StackError(f"gateway.kind {gw.kind}: {conf} was refused by {gw.kind}: "
                          f"{first[-1] if first else f'exit {probe.returncode}'}")
-    return cmd
+    return GatewayProcess(cmd)

@@ -36,7 +36,7 @@ def test_plan_names_the_real_limits_of_local_vllm() -> None:
 
 
 def test_a_third_party_gateway_without_an_admin_api_is_judged_from_the_fault_proxies() -> None:
-    for name in ("local-nginx", "local-haproxy"):
+    for name in ("local-nginx", "local-haproxy", "local-litellm"):
         rows = _rows(load(name, environ={}))
         assert _row(rows, "breaker", "degrade").verdict != SKIP, name
         assert _row(rows, "routing", "misrouting").verdict == SKIP  # a fault planted in our gateway only

@@ -1,5 +1,5 @@
-"""Third-party gateways (nginx, HAProxy) from their Debian packages: skip without them, fail under
-CHAOS_REQUIRE=gateways."""
+"""Third-party gateways: nginx and HAProxy from their Debian packages (skip without them, fail under
+CHAOS_REQUIRE=gateways), the LiteLLM proxy from PyPI (`make setup-litellm`; CHAOS_REQUIRE=litellm)."""
 from __future__ import annotations
 
 import shutil
@@ -16,7 +16,23 @@ def binary_missing(name: str) -> str | None:
     return f"no `{name}` binary (Debian: apt-get install {name})"
 
 
+def litellm_missing() -> str | None:
+    from chaos.stack.thirdparty import litellm_binary
+
+    return None if litellm_binary() else "no `litellm` (make setup-litellm)"
+
+
 @pytest.fixture(params=["nginx", "haproxy"])
-def gateway_kind(request) -> str:
+def checked_gateway_kind(request) -> str:
+    """A gateway that checks its own config (nginx -t, haproxy -c)."""
     require_component("gateways", binary_missing(request.param))
+    return request.param
+
+
+@pytest.fixture(params=["nginx", "haproxy", "litellm"])
+def gateway_kind(request) -> str:
+    if request.param == "litellm":
+        require_component("litellm", litellm_missing())
+    else:
+        require_component("gateways", binary_missing(request.param))
     return request.param

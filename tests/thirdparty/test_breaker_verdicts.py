@@ -1,8 +1,9 @@
-"""The breaker suite against real nginx and HAProxy: its spec-vs-observed table must report what
-each gateway is documented to do (shared/reference/gateways.md), not what our policy wishes.
+"""The breaker suite against real nginx, HAProxy and LiteLLM: its spec-vs-observed table must report
+what each gateway is documented to do (shared/reference/gateways.md), not what our policy wishes.
 
-Each gateway runs from its Debian package in front of the embedded stack's simulator replicas
-(environments/local-nginx.yaml, local-haproxy.yaml), with no admin API: the suite reads which
+Each gateway runs from its package (Debian's nginx and HAProxy, PyPI's litellm[proxy]) in front of
+the embedded stack's simulator replicas (environments/local-nginx.yaml, local-haproxy.yaml,
+local-litellm.yaml), with no admin API: the suite reads which
 replica served each attempt from the fault proxies' logs. A scenario where the gateway departs
 from the policy must FAIL, and its table must say what the gateway did instead.
 """
@@ -39,6 +40,17 @@ DOCUMENTED = {
         "errors-4pct": {"ok": False, "tier": "none"},
         # no latency rule either: `timeout server` (300 s here) is the only clock
         "latency-2.5s": {"ok": False, "tier": "none"},
+    },
+    "litellm": {
+        # allowed_fails 2: the 3rd failure puts the canary in cooldown for cooldown_time 10 s; the
+        # counter's TTL (also 10 s) is renewed by each failure, so at 1 in 25 (a failure every few
+        # seconds) it fills at once: drained, back after 10 s, drained again. Each failed call is
+        # retried on a deployment not in cooldown (num_retries 2): no client sees the 500
+        "errors-4pct": {"ok": False, "tier": "degrade", "returns_during_fault": 1, "lost": 0},
+        # simple-shuffle has no latency rule; `timeout` (300 s here) is the only clock
+        "latency-2.5s": {"ok": False, "tier": "none"},
+        # (errors-0.5pct is left out: whether 3 failures 1 in 200 apart fall within 10 s of each
+        # other depends on the canary's rate, which on this machine is LiteLLM's own CPU limit)
     },
 }
 
