@@ -18,6 +18,16 @@ listeners: list[Listener] = []  # called with ("inject"|"effective"|"revert", fa
 _act_lock = threading.RLock()
 
 
+def recover_bound_s(slas: Any) -> float:
+    """How long a revert waits for a crashed replica to answer again: twice the recovery SLA (what the
+    recovery suite's wait allows, so a late return is a failed recovery verdict with its figure, not a
+    revert error), and never less than a cold start. It was the cold-start SLA alone: CI at 1fb7082
+    failed the vLLM lane's crash-sigkill with "revert failed: /health 200 not reached within 240s"
+    while the TP 2 replica, killed under load on 2 cores, was seconds from serving (engine init done;
+    the same crash took 241 s and passed a run before), inside recovery_s 300."""
+    return max(slas.cold_start_s, 2 * slas.recovery_s)
+
+
 @dataclass
 class Policy:
     """Where faults are recorded and what they may do."""
@@ -27,14 +37,14 @@ class Policy:
     allow_destructive: bool = False
     dry_run: bool = False
     verify_timeout_s: float = 5.0
-    # how long a replica may take to come back after a restart or kill: the environment's cold-start SLA
+    # how long a revert waits for a killed or stopped replica to answer again (recover_bound_s)
     recover_timeout_s: float = 60.0
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
 
     @classmethod
     def for_env(cls, env: Any, **kw: Any) -> "Policy":
-        kw.setdefault("recover_timeout_s", env.slas.cold_start_s)
+        kw.setdefault("recover_timeout_s", recover_bound_s(env.slas))
         return cls(ledger=_ledger.Ledger(env.state_dir), protected=env.safety.protected, **kw)
 
     def get_ledger(self) -> _ledger.Ledger:

@@ -22,7 +22,7 @@ class _TargetFault(Fault):
 
     @property
     def recover_timeout_s(self) -> float:
-        """Given, else the policy's (the environment's cold-start SLA under the suites)."""
+        """Given, else the policy's (base.recover_bound_s of the environment's SLAs under the suites)."""
         return self._recover_timeout_s or self.policy.recover_timeout_s
 
     def params(self) -> dict[str, Any]:

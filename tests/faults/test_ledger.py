@@ -64,3 +64,15 @@ def test_cli_cleanup_and_dry_run(tmp_path, capsys):
     assert plan["dry_run"] and plan["params"]["attributes"]["latency"] == 500
     assert chaos_main(["fault", "inject", "rank-freeze", "--target", "nope", "--dry-run"]) == 2
     assert "no target 'nope'" in capsys.readouterr().err
+
+
+def test_a_revert_waits_for_a_crashed_replica_as_long_as_the_recovery_verdict_allows(tmp_path) -> None:
+    """Twice the recovery SLA, at least a cold start: a real vLLM back in 241-260 s (recovery_s 300)
+    must reach the recovery verdict, not fail its revert at cold_start_s 240."""
+    from chaos.env import load
+    from chaos.faults.base import Policy
+
+    vllm = load("local-vllm", environ={})
+    assert Policy.for_env(vllm).recover_timeout_s == max(vllm.slas.cold_start_s, 2 * vllm.slas.recovery_s) == 600
+    local = load("local", environ={})
+    assert Policy.for_env(local).recover_timeout_s == max(local.slas.cold_start_s, 2 * local.slas.recovery_s)
