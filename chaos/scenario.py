@@ -62,7 +62,9 @@ class Scenario:
         source=None marks the primary endpoint (the one the recovery verdict reads)."""
         limit = max(600.0, self.env.safety.abort.max_fault_duration_s)
         if health:
-            h = HealthProber(base_url, self.timeline, interval_s=0.1, max_duration_s=limit)
+            at_api = base_url.rstrip("/") == self.env.endpoints.api.rstrip("/")
+            h = HealthProber(base_url, self.timeline, interval_s=0.1, max_duration_s=limit,
+                             path=self.env.endpoints.health_path if at_api else "/health")
             h.source = self.source("health", source)
             self._observers.append(h.start())
         if completion:

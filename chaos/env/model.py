@@ -17,6 +17,10 @@ class Endpoints(_Strict):
     gateway_admin: str | None = None
     model: str = "sim-model"
     api_key: str | None = None
+    # the path a health prober GETs at `api` without credentials: vLLM's and the reference gateway's
+    # /health; the LiteLLM proxy's /health needs the master key and calls every deployment, its
+    # unauthenticated probe is /health/liveliness
+    health_path: str = "/health"
 
 
 class ToxiproxyProxy(_Strict):

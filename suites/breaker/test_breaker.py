@@ -208,7 +208,8 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
         sc._observers.append(obs)
     with sc.phase("start load"):
         load_t0 = time.time()
-        sc.start_load(duration_s=240.0, users=8)
+        # 8 closed-loop users, or the environment's own count where its gateway needs more to be busy
+        sc.start_load(duration_s=240.0, users=max(8, env.load.users))
     sc.steady_state(max(3.0, policy.window_s * 0.5))
     _canary_window_full(stack, sc, canaries)
     if name == "oom-burst":

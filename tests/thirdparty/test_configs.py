@@ -47,8 +47,8 @@ def test_litellm_config_is_one_group_with_a_deployment_per_replica():
     assert ids["canary/replica-c"]["litellm_params"]["api_base"] == "http://127.0.0.1:18012/v1"  # its serve proxy
     weights = {k: d["litellm_params"]["weight"] for k, d in ids.items()}
     assert abs(weights["canary/replica-c"] / sum(weights.values()) - env.breaker.canary_weight) < 0.01
-    assert config["router_settings"] == {"routing_strategy": "simple-shuffle", "num_retries": 2, "allowed_fails": 2,
-                                         "cooldown_time": 10.0, "timeout": 300.0}
+    assert config["router_settings"] == {"routing_strategy": "simple-shuffle", "num_retries": 2, "allowed_fails": 1,
+                                         "cooldown_time": 30.0, "timeout": 300.0}
     assert config["general_settings"]["master_key"] == env.endpoints.api_key
     assert env.breaker.pool_header == "x-litellm-model-id"  # LiteLLM returns model_info.id there
 
