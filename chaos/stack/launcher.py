@@ -126,15 +126,15 @@ class EmbeddedStack:
         if self.env.gateway is None:
             return
         host, port = self.env.gateway.listen.rsplit(":", 1)
-        if self.env.gateway.kind == "reference":
-            cmd, environ, health = [sys.executable, "-m", "chaos.cli", "gateway", "--env", self.env.source], {}, "/health"
-        else:
-            from chaos.stack.thirdparty import gateway_process
+        from chaos.stack.thirdparty import GatewayProcess, gateway_process
 
+        if self.env.gateway.kind == "reference":
+            spec = GatewayProcess([sys.executable, "-m", "chaos.cli", "gateway", "--env", self.env.source])
+        else:
             spec = gateway_process(self.env, self.state_dir)
-            cmd, environ, health = spec.command, spec.environ, spec.health_path
-        self.gateway = ProcessTarget("gateway", cmd, host=host, port=int(port), restart_policy="always",
-                                     state_dir=self.state_dir, run_id=self.run_id, env=environ, health_path=health)
+        self.gateway = ProcessTarget("gateway", spec.command, host=host, port=int(port), restart_policy="always",
+                                     state_dir=self.state_dir, run_id=self.run_id, env=spec.environ,
+                                     health_path=spec.health_path)
         self.gateway.start()
         self.gateway.wait_healthy(timeout)
         self.log(f"gateway ({self.env.gateway.kind}) up on {self.env.gateway.listen}")
