@@ -1,7 +1,7 @@
 """A lab of real hosts on this machine: network namespaces with their own addresses.
 
     root namespace (the harness)  10.231.1.1 --veth-- 10.231.1.2  chaos-lab-gpu: sshd + its own dockerd
-                                  10.231.2.1 --veth-- 10.231.2.2  chaos-lab-load: Locust workers
+                                  10.231.2.1 --veth-- 10.231.2.2  chaos-lab-load: sshd, Locust workers
                                   10.231.3.1 --veth-- 10.231.3.2  chaos-lab-edge: Toxiproxy, the gateway
 
 The root namespace routes between the hosts (10.231.0.0/16 only): a host reaches another the way
@@ -55,6 +55,7 @@ class Host:
 
 GPU, LOAD, EDGE = Host("gpu", 1), Host("load", 2), Host("edge", 3)
 HOSTS = (GPU, LOAD, EDGE)
+SSH_HOSTS = (GPU, LOAD)  # reached over SSH: Docker on the GPU host, Locust workers on the load host
 NETWORK = f"{PREFIX}.0.0/16"
 # Docker sets the FORWARD policy to DROP; this one rule (removed by `down`) lets the hosts talk
 FORWARD_RULE = ["FORWARD", "-s", NETWORK, "-d", NETWORK, "-m", "comment", "--comment", "llm-chaos-lab", "-j", "ACCEPT"]
@@ -118,15 +119,29 @@ class Lab:
                 _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "llm-chaos-lab", "-f", str(path))
         (self.state / "authorized_keys").write_text(Path(f"{self.key}.pub").read_text())
         host_pub = Path(f"{self.state / 'host_ed25519'}.pub").read_text().split()
-        (self.state / "known_hosts").write_text(f"{GPU.address} {host_pub[0]} {host_pub[1]}\n")
+        (self.state / "known_hosts").write_text("".join(f"{h.address} {host_pub[0]} {host_pub[1]}\n" for h in SSH_HOSTS))
         self.ssh_config.write_text(
-            f"Host {GPU.address}\n  User root\n  IdentityFile {self.key}\n  IdentitiesOnly yes\n"
-            f"  UserKnownHostsFile {self.state / 'known_hosts'}\n  StrictHostKeyChecking yes\n")
-        (self.state / "sshd_config").write_text(
-            f"ListenAddress {GPU.address}\nPort 22\nHostKey {self.state / 'host_ed25519'}\n"
-            f"AuthorizedKeysFile {self.state / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
-            "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
-            f"PidFile {self.state / 'sshd.pid'}\nAllowStreamLocalForwarding yes\n")
+            f"Host {' '.join(h.address for h in SSH_HOSTS)}\n  User root\n  IdentityFile {self.key}\n"
+            f"  IdentitiesOnly yes\n  UserKnownHostsFile {self.state / 'known_hosts'}\n  StrictHostKeyChecking yes\n")
+        for h in SSH_HOSTS:  # the GPU host's forwards the engine's socket; the load host's, its master's port
+            self._sshd_config(h).write_text(
+                f"ListenAddress {h.address}\nPort 22\nHostKey {self.state / 'host_ed25519'}\n"
+                f"AuthorizedKeysFile {self.state / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
+                "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+                f"PidFile {self.state / self._sshd_name(h)}.pid\nAllowStreamLocalForwarding yes\n"
+                "AllowTcpForwarding yes\n")
+
+    @staticmethod
+    def _sshd_name(h: Host) -> str:
+        return "sshd" if h is GPU else f"sshd-{h.name}"
+
+    def _sshd_config(self, h: Host) -> Path:
+        return self.state / f"{self._sshd_name(h)}_config"
+
+    def ssh_ok(self, h: Host) -> bool:
+        """Whether the lab's key logs in to host `h` (as the harness will)."""
+        return _run("ssh", "-F", str(self.ssh_config), "-o", "BatchMode=yes", "-o", "ConnectTimeout=2",
+                    h.address, "true", check=False).returncode == 0
 
     def _pidfile(self, name: str) -> Path:  # the lab's own record (sshd writes its PidFile elsewhere)
         return self.state / f"{name}.lab-pid"
@@ -192,15 +207,16 @@ class Lab:
         self._keys()
         self._routing()
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
-        self.spawn("sshd", ["/usr/sbin/sshd", "-D", "-e", "-f", str(self.state / "sshd_config")])
+        for h in SSH_HOSTS:
+            self.spawn(self._sshd_name(h), ["/usr/sbin/sshd", "-D", "-e", "-f", str(self._sshd_config(h))], host=h)
         Path(ENGINE_SOCKET).parent.mkdir(parents=True, exist_ok=True)
         root = Path("/var/lib/chaos-lab/gpu")
         self.spawn("dockerd", ["dockerd", "--host", f"unix://{ENGINE_SOCKET}", "--data-root", str(root),
                                 "--exec-root", "/run/chaos-lab/gpu/exec", "--pidfile", "/run/chaos-lab/gpu/dockerd.pid",
                                 "--bridge", "none", "--iptables=false", "--ip6tables=false", "--ip-masq=false",
                                 "--cgroup-parent", "chaos-lab-gpu"])
-        self.wait_up("sshd", lambda: _run("ssh", "-F", str(self.ssh_config), "-o", "BatchMode=yes",
-                                        "-o", "ConnectTimeout=2", GPU.address, "true", check=False).returncode == 0)
+        for h in SSH_HOSTS:
+            self.wait_up(self._sshd_name(h), lambda h=h: self.ssh_ok(h))
         self.wait_up("dockerd", lambda: self.gpu_docker("version").returncode == 0)
         return self
 

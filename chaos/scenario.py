@@ -82,7 +82,8 @@ class Scenario:
                                   classes=dict(p.classes),
                                   model=self.env.endpoints.model, max_tokens=p.max_tokens, stream=p.stream,
                                   retry_policy=self.env.retry, api_key=self.env.endpoints.api_key, seed=0,
-                                  workers=p.workers, worker_host=p.worker_host)
+                                  workers=p.workers, worker_host=p.worker_host,
+                                  worker_python=p.worker_python)
         if p.shape == "rate":
             kw.update(rate=p.rate_per_s, users=None)
         kw.update(overrides)

@@ -20,8 +20,9 @@ def load_cmd(
     api: str = typer.Option("chat", "--api", help="chat | completions"),
     workers: Optional[int] = typer.Option(None, "--workers", min=0, help="distributed: number of worker processes "
                                                                           "(default: env load.workers)"),
-    worker_host: Optional[str] = typer.Option(None, "--worker-host", help="where the workers run: local or a lab "
-                                                                          "host, e.g. lab-load (default: env load.worker_host)"),
+    worker_host: Optional[str] = typer.Option(None, "--worker-host", help="where the workers run: local, a lab "
+                                                                          "host (lab-load) or ssh://[user@]host[:port] "
+                                                                          "(default: env load.worker_host)"),
     out: Path = typer.Option(Path(".state/load"), "--out", help="directory for the record files (a run subdir is made)"),
     classes: Optional[str] = typer.Option(None, "--classes", help="prompt class sizes, e.g. short=512,long=2048,xl=4096"),
     retry: bool = typer.Option(True, "--retry/--no-retry", help="retry with the env's retry policy"),
@@ -48,7 +49,8 @@ def load_cmd(
     run_dir = out / time.strftime("%Y%m%d-%H%M%S")
     console = Console()
     handle = start_load(e.endpoints.api, out_dir=run_dir, workers=prof.workers if workers is None else workers,
-                        worker_host=worker_host or prof.worker_host, **kw)
+                        worker_host=worker_host or prof.worker_host,
+                        worker_python=prof.worker_python, **kw)
     total = handle.cfg.duration_s
     try:
         with Progress(TextColumn("[bold]load[/]"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),

@@ -256,7 +256,10 @@ class LoadProfile(_Strict):
     max_tokens: int = Field(32, ge=1)
     stream: bool = True
     workers: int = Field(0, ge=0, description="Locust workers sharing the load (0: one local process)")
-    worker_host: str | None = Field(None, description="where the workers run: local, or a lab host (lab-load)")
+    worker_host: str | None = Field(None, description="where the workers run: local, a lab host (lab-load) "
+                                                      "or ssh://[user@]host[:port] (chaos/load/placement.py)")
+    worker_python: str | None = Field(None, description="the harness's Python on an ssh:// worker host "
+                                                        "(default: the same path as here)")
 
 
 class AbortThresholds(_Strict):

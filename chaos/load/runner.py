@@ -1,15 +1,15 @@
 """Run Locust headless in subprocesses (local, or one master + N workers), bounded in time.
 
-Workers run here, or on a lab host (`worker_host="lab-load"`: the load-host network namespace,
-their traffic leaving from its address), and connect to the master over that host's link. Every
-process writes its own record file; the run merges them as if one process had sent everything.
-A worker that dies mid-run is reported (LoadResult.lost_workers) and the others carry on."""
+Workers run here, on a lab host (`worker_host="lab-load"`: the load-host network namespace, their
+traffic leaving from its address) or on any host over SSH (`ssh://user@host`); see placement.py.
+Every process writes its own record file (an SSH worker's comes back over its session); the run
+merges them as if one process had sent everything. A worker that dies mid-run is reported
+(LoadResult.lost_workers) and the others carry on."""
 from __future__ import annotations
 
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +19,7 @@ from typing import Any
 
 from chaos.errors import LoadError
 from chaos.load.config import ENV_CONFIG, LoadConfig
+from chaos.load.placement import RecordStream, free_port, job_line, worker_placement
 from chaos.load.records import RequestRecord
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -55,12 +56,6 @@ class LoadResult:
         return summarize(self.records, slos=slos)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def read_dir(out_dir: str | Path, live: bool = False) -> list[RequestRecord]:
     """Merged records of every records-*.jsonl in `out_dir`; `live` skips a half-written last line."""
     out: list[RequestRecord] = []
@@ -83,9 +78,10 @@ class LoadHandle:
     """A running load: `.records()` while it runs, `.stop()`, `.wait()` -> LoadResult."""
 
     def __init__(self, cfg: LoadConfig, base_url: str, out_dir: Path, workers: int,
-                 worker_host: str | None = None) -> None:
+                 worker_host: str | None = None, worker_python: str | None = None) -> None:
         self.cfg, self.base_url, self.out_dir, self.workers = cfg, base_url, out_dir, workers
-        self.worker_prefix, self.master_host = worker_placement(worker_host)
+        self.placement = worker_placement(worker_host, worker_python)
+        self.streams: dict[int, RecordStream] = {}  # index -> what an ssh worker sends back
         self.procs: list[subprocess.Popen] = []
         self.names: list[str] = []
         self._ended: dict[int, float] = {}  # index -> seconds into the run when a worker process ended
@@ -111,6 +107,38 @@ class LoadHandle:
         self.names.append(name)
         return p
 
+    def _spawn_ssh(self, name: str, master_port: int) -> None:
+        """A worker on an ssh:// host: the job goes over its stdin, its records come back on stdout."""
+        log = self.out_dir / f"locust-{name}.log"
+        f = open(log, "wb")
+        self._files.append(f)
+        self.logs.append(log)
+        p = subprocess.Popen(self.placement.ssh_command(master_port, free_port()), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=f, start_new_session=True)
+        self.procs.append(p)
+        self.names.append(name)
+        assert p.stdin is not None and p.stdout is not None
+        self.streams[len(self.procs) - 1] = stream = RecordStream(p.stdout, self.out_dir)
+        stream.start()
+        try:
+            p.stdin.write(job_line(self.out_dir / "load-config.json", self.cfg.prompts_file))
+            p.stdin.flush()  # and kept open: its end tells the worker that the harness went away
+        except OSError:
+            pass  # ssh already failed: its log says why (_await_ssh_workers)
+
+    def _await_ssh_workers(self, timeout_s: float = 30.0) -> None:
+        """Every ssh worker started locust, else one line naming the host and what ssh said."""
+        deadline = time.monotonic() + timeout_s
+        for i, stream in self.streams.items():
+            while not stream.ready.wait(0.1):
+                p = self.procs[i]
+                if p.poll() is not None or time.monotonic() > deadline:
+                    self._files[i].flush()
+                    tail = [ln for ln in self.logs[i].read_text(errors="replace").splitlines() if ln.strip()][-1:]
+                    why = tail[0].strip() if tail else ("ssh exited with %s" % p.returncode if p.returncode is not None
+                                                        else f"no answer within {timeout_s:g} s")
+                    raise LoadError(f"worker host {self.placement.where}: {self.names[i]} did not start: {why}")
+
     def worker_pids(self) -> dict[str, int]:
         """The worker processes by name ("worker-0": pid), for a test that kills one."""
         return {n: p.pid for n, p in zip(self.names, self.procs) if n.startswith("worker-")}
@@ -123,15 +151,22 @@ class LoadHandle:
             if self.workers <= 0:
                 self._spawn("local", common)
             else:
-                port = _free_port()
-                self._spawn("master", [*common, "--master", "--master-bind-host", self.master_host,
+                port, where = free_port(), self.placement
+                self._spawn("master", [*common, "--master", "--master-bind-host", where.master_host,
                                        "--master-bind-port", str(port), "--expect-workers", str(self.workers)])
                 for i in range(self.workers):
-                    self._spawn(f"worker-{i}", ["--worker", "--master-host", self.master_host,
-                                                "--master-port", str(port)], self.worker_prefix)
+                    if where.remote:
+                        self._spawn_ssh(f"worker-{i}", port)
+                    else:
+                        self._spawn(f"worker-{i}", ["--worker", "--master-host", where.master_host,
+                                                    "--master-port", str(port)], where.prefix)
+                self._await_ssh_workers()
         except OSError as e:
             self._kill_all()
             raise LoadError(f"cannot start locust: {e}") from None
+        except LoadError:
+            self._kill_all()
+            raise
         return self
 
     def running(self) -> bool:
@@ -151,9 +186,18 @@ class LoadHandle:
             rc, ended = p.returncode, self._ended.get(i)
             if not name.startswith("worker-") or rc in (0, None) or ended is None or ended >= master_end - 0.5:
                 continue
-            how = f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exited with {rc}"
-            out.append(f"{name} ({how} at {ended:.1f} s)")
+            out.append(f"{name} ({self._how_ended(i, rc)} at {ended:.1f} s)")
         return out
+
+    def _how_ended(self, i: int, rc: int) -> str:
+        if rc < 0:
+            return f"killed by {signal.Signals(-rc).name}"
+        if i in self.streams and rc == 255:  # ssh's own failure: the connection, not the worker
+            tail = [ln for ln in self.logs[i].read_text(errors="replace").splitlines() if ln.strip()][-1:]
+            return f"ssh to {self.placement.where} failed: {tail[0].strip() if tail else 'exit 255'}"
+        if i in self.streams and rc > 128 and rc - 128 in signal.valid_signals():  # ssh_worker: 128 + N
+            return f"killed by {signal.Signals(rc - 128).name} on {self.placement.where}"
+        return f"exited with {rc}"
 
     def records(self) -> list[RequestRecord]:
         """Records written so far (flushed every `flush_s`)."""
@@ -200,6 +244,8 @@ class LoadHandle:
         self.running()  # note when the last ones ended
         lost = self._lost_workers()
         self._kill_all()
+        for stream in self.streams.values():
+            stream.join(5.0)  # the last lines an ssh worker sent before its session ended
         for f in self._files:
             f.close()
         rcs = [p.returncode for p in self.procs]
@@ -220,6 +266,11 @@ class LoadHandle:
 
     def _kill_all(self) -> None:
         for p in self.procs:
+            if p.stdin is not None and not p.stdin.closed:
+                try:
+                    p.stdin.close()  # an ssh worker's end of the job: it stops when its session ends
+                except OSError:
+                    pass
             if p.poll() is None:
                 p.kill()
                 p.wait(5)
@@ -252,25 +303,8 @@ def make_config(*, users: int | None = None, rate: float | None = None, shape: s
     return cfg.validate()
 
 
-def worker_placement(worker_host: str | None) -> tuple[list[str], str]:
-    """(command prefix for a worker, address the master binds) for a worker host: local or a lab host."""
-    if worker_host in (None, "", "local"):
-        return [], "127.0.0.1"
-    from chaos.lab import HOSTS
-
-    for h in HOSTS:
-        if worker_host in (f"lab-{h.name}", h.netns):
-            if not Path(f"/var/run/netns/{h.netns}").exists():
-                raise LoadError(f"worker host {worker_host}: namespace {h.netns} does not exist (run `chaos lab up`)")
-            # nsenter execs the worker in the host's network: its traffic leaves from h.address, and it
-            # reaches the master on the root side of the host's link (h.gateway)
-            return ["nsenter", f"--net=/var/run/netns/{h.netns}"], h.gateway
-    names = ", ".join(f"lab-{h.name}" for h in HOSTS)
-    raise LoadError(f"worker host {worker_host!r}: expected local or a lab host ({names})")
-
-
 def start_load(base_url: str, *, out_dir: str | Path, workers: int = 0, worker_host: str | None = None,
-               **kw: Any) -> LoadHandle:
+               worker_python: str | None = None, **kw: Any) -> LoadHandle:
     """Start a load run in the background; see make_config for the keywords."""
     if worker_host not in (None, "", "local") and workers <= 0:
         raise LoadError(f"worker host {worker_host}: distributed load needs workers >= 1")
@@ -282,7 +316,7 @@ def start_load(base_url: str, *, out_dir: str | Path, workers: int = 0, worker_h
         # a worker without users sends nothing, and would never report a finite workload spent
         workers = min(workers, cfg.users)
     cfg.workers = max(1, workers)
-    return LoadHandle(cfg, base_url.rstrip("/"), out, workers, worker_host).start()
+    return LoadHandle(cfg, base_url.rstrip("/"), out, workers, worker_host, worker_python).start()
 
 
 def run_load(base_url: str, *, out_dir: str | Path, workers: int = 0, **kw: Any) -> LoadResult:

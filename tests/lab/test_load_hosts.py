@@ -89,3 +89,81 @@ def test_an_unknown_worker_host_is_one_line(tmp_path):
 
         start_load("http://127.0.0.1:9", out_dir=tmp_path, workers=1, worker_host="gpu-7", duration_s=1)
     assert "worker host 'gpu-7'" in str(e.value) and "lab-load" in str(e.value) and "\n" not in str(e.value)
+
+
+def _in_load_host(marker: str) -> list[int]:
+    """Pids of the processes on the load host whose command line holds `marker`."""
+    from chaos.lab import LOAD
+    from chaos.targets import _proc
+
+    ns = os.stat(f"/var/run/netns/{LOAD.netns}").st_ino
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.stat(f"/proc/{name}/ns/net").st_ino == ns and marker in _proc.cmdline(int(name)):
+                    out.append(int(name))
+            except OSError:
+                pass  # gone meanwhile
+    return out
+
+
+def test_workers_over_ssh_send_their_records_back_and_a_killed_one_is_reported(api_on_the_lab, lab_ssh, tmp_path):
+    """The staging way: workers started over SSH on the load host (ssh://root@10.231.2.2), the job sent
+    over the session, the records back over it into this run's directory, the master reached through
+    the session's reverse forward (it binds 127.0.0.1 only)."""
+    from chaos.lab import LOAD
+    from chaos.load.runner import start_load
+
+    url, sim_log = api_on_the_lab
+    out = tmp_path / "load"
+    handle = start_load(url, out_dir=out, workers=2, worker_host=f"ssh://root@{LOAD.address}", rate=16,
+                        duration_s=14, model="sim-model", max_tokens=4, mix={"short": 1}, classes={"short": 16}, seed=3)
+    try:
+        assert handle.placement.master_host == "127.0.0.1"
+        deadline = time.monotonic() + 30  # both workers' records arriving here
+        while len([f for f in out.glob("records-*.jsonl") if f.stat().st_size]) < 2:
+            assert time.monotonic() < deadline, "the two ssh workers' records never both arrived"
+            time.sleep(0.2)
+        remote = _in_load_host("-m locust")
+        assert len(remote) == 2, "two locust workers run on the load host"
+        assert all(_netns_inode(p) == _netns_inode(os.getpid()) for p in handle.worker_pids().values()), \
+            "here only the ssh clients run"
+        time.sleep(2)
+        t_kill = time.time()
+        os.kill(remote[1], signal.SIGKILL)
+    finally:
+        result = handle.wait()
+    assert len(result.lost_workers) == 1 and "killed by SIGKILL on ssh://" in result.lost_workers[0], \
+        result.lost_workers
+    by_file = {f.name: [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+               for f in sorted(out.glob("records-*.jsonl"))}
+    assert len(by_file) == 2
+    killed = next(n for n in by_file if n.endswith(f"-{remote[1]}.jsonl"))
+    survivor = next(n for n in by_file if n != killed)
+    assert by_file[killed] and max(r["t_send"] for r in by_file[killed]) < t_kill + 0.5
+    assert [r for r in by_file[survivor] if r["t_send"] > t_kill + 4], "the surviving worker carried on"
+    assert len(result.records) == sum(len(v) for v in by_file.values())
+    assert list(out.glob("meta-*.json")), "the survivor's meta came back at the end"
+    # every record the server answered was sent from the load host and came back here
+    served = [json.loads(line) for line in sim_log.read_text().splitlines() if line.strip()]
+    assert {r["client"] for r in served} == {LOAD.address}
+    assert not _in_load_host("chaos.load.ssh_worker") and not _in_load_host("-m locust"), "nothing left there"
+
+
+def test_an_ssh_worker_host_that_refuses_the_key_is_one_line(lab, tmp_path, monkeypatch):
+    from chaos.lab import LOAD
+    from chaos.load.runner import start_load
+
+    key = tmp_path / "stranger"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    config = tmp_path / "ssh_config"
+    config.write_text(lab.ssh_config.read_text().replace(str(lab.key), str(key)))
+    monkeypatch.setenv("CHAOS_SSH_CONFIG", str(config))
+    t0 = time.monotonic()
+    with pytest.raises(LoadError) as e:
+        start_load("http://127.0.0.1:9", out_dir=tmp_path / "load", workers=1, worker_host=f"ssh://root@{LOAD.address}",
+                   rate=1, duration_s=5)
+    msg = str(e.value)
+    assert f"worker host ssh://root@{LOAD.address}: worker-0 did not start" in msg and "Permission denied" in msg, msg
+    assert "\n" not in msg and time.monotonic() - t0 < 30
