@@ -25,6 +25,9 @@ CATEGORIES: list[dict[str, Any]] = [
      "messageRegex": r"^(?![\s\S]*FaultNotEffective)[\s\S]*chaos\.errors\.\w+[\s\S]*"},
     {"name": "Broken tests (unexpected exceptions)", "matchedStatuses": ["broken"],
      "messageRegex": r"^(?![\s\S]*chaos\.errors\.)[\s\S]*"},
+    # too few calls to tell the tiers apart (chaos/verify/power.py): neither a pass nor a fail
+    {"name": "Inconclusive (the sample cannot decide the verdict)", "matchedStatuses": ["skipped"],
+     "messageRegex": r"[\s\S]*INCONCLUSIVE[\s\S]*"},
 ]
 
 

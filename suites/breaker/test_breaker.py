@@ -25,6 +25,7 @@ from chaos.report.timeline import plot_breaker
 from chaos.verify.accounting import accounting_verdict
 from chaos.verify.breaker import analyze
 from chaos.verify.breaker_table import spec_vs_observed, write_table
+from chaos.verify.power import tier_judgeable
 from chaos.verify.verdict import Verdict
 from suites.conftest import fault_proof, gateway_admin, judge, requires
 
@@ -66,7 +67,7 @@ def _enough_canary_traffic(stack) -> None:
         return
     per_window = rate * p.canary_weight * p.window_s
     if per_window < p.min_calls:
-        pytest.skip(f"the canary gets at most {rate * p.canary_weight:.1f} req/s here ({rate:.1f} req/s measured "
+        pytest.skip(f"INCONCLUSIVE: the canary gets at most {rate * p.canary_weight:.1f} req/s here ({rate:.1f} req/s measured "
                     f"at warm-up x canary_weight {p.canary_weight:g}): {per_window:.0f} calls per {p.window_s:g} s "
                     f"window, fewer than the min_calls {p.min_calls} needed to tell 0.5 % from 1 % errors")
 
@@ -79,7 +80,7 @@ def _canary_calls(stack, canaries: list[str]) -> int:
     return sum(int(stack.fault_proxy(n).health().get("requests", 0)) for n in canaries)
 
 
-def _canary_window_full(stack, sc, canaries: list[str]) -> None:
+def _canary_window_full(stack, sc, canaries: list[str]) -> int:
     """Hold the steady state until the canary's breaker window holds min_calls calls.
 
     The fixture resets the gateway, so its window starts empty. A fault injected before the window
@@ -103,9 +104,9 @@ def _canary_window_full(stack, sc, canaries: list[str]) -> None:
             else:
                 calls = total
             if calls >= p.min_calls:
-                return
+                return calls
             time.sleep(0.5)
-    pytest.skip(f"the canary's breaker window held {calls} calls after {2 * p.window_s:g} s of load, fewer than "
+    pytest.skip(f"INCONCLUSIVE: the canary's breaker window held {calls} calls after {2 * p.window_s:g} s of load, fewer than "
                 f"the min_calls {p.min_calls} needed to tell 0.5 % from 1 % errors")
 
 
@@ -211,10 +212,15 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
         # 8 closed-loop users, or the environment's own count where its gateway needs more to be busy
         sc.start_load(duration_s=240.0, users=max(8, env.load.users))
     sc.steady_state(max(3.0, policy.window_s * 0.5))
-    _canary_window_full(stack, sc, canaries)
+    calls = _canary_window_full(stack, sc, canaries)
     if name == "oom-burst":
         _burst_possible(stack, sc, policy)
     fault = faults.AllOf([make(stack, n) for n in canaries])
+    rule = getattr(fault.faults[0], "rule", {})
+    if name.startswith("errors-"):  # can this many calls per window tell the tiers apart?
+        why = tier_judgeable(policy, rule["fraction"], expect, calls, hold, rule.get("spread", "even"))
+        if why:
+            pytest.skip(why)
     t0 = time.time()
     sc.inject(fault)
     sc.hold(hold)
