@@ -1,7 +1,7 @@
 """`chaos env check --probe`: connect to everything an environment names, one line per failure.
 
-Every endpoint, gateway admin, Toxiproxy (and each proxy the file names), fault proxy, replica and
-Docker engine is tried once with a short timeout; a failure says which host and what failed, never
+Every endpoint, gateway admin, Toxiproxy (and each proxy the file names), fault proxy, load host
+(an ssh:// one logs in and imports the worker), replica and Docker engine is tried once with a short timeout; a failure says which host and what failed, never
 a traceback. An embedded stack that is not up is said to be so, not reported as broken hosts.
 """
 from __future__ import annotations
@@ -51,9 +51,12 @@ def _docker(host: str | None, timeout: float) -> tuple[bool, str]:
 
 
 def probe(env: Environment, *, timeout: float = 3.0,
-          docker: Callable[[str | None, float], tuple[bool, str]] = _docker) -> list[Probe]:
+          docker: Callable[[str | None, float], tuple[bool, str]] = _docker,
+          worker: Callable[[str, str | None, float], tuple[bool, str]] | None = None) -> list[Probe]:
     """Try every part of `env` once; the results in the order a request travels."""
     out: list[Probe] = []
+    if worker is None:
+        from chaos.load.placement import check_worker_host as worker
 
     def http(what: str, url: str, path: str = "") -> bytes:
         ok, detail, body = _http(url.rstrip("/") + path, timeout)
@@ -75,6 +78,9 @@ def probe(env: Environment, *, timeout: float = 3.0,
                                  "present" if p.name in have else f"missing on {env.toxiproxy.api}"))
     for fp in env.fault_proxies:
         http(f"fault proxy {fp.name}", fp.admin_url, "/_chaos/health")
+    if env.load.workers and env.load.worker_host not in (None, "", "local"):
+        ok, detail = worker(env.load.worker_host, env.load.worker_python, timeout)
+        out.append(Probe("load host", env.load.worker_host or "", ok, detail))
     engines: set[str | None] = set()  # each engine once, however many targets it runs
     for t in env.targets:
         http(f"replica {t.name}", f"http://{t.host}:{t.port}", "/health")

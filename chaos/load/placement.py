@@ -17,6 +17,7 @@ import json
 import os
 import shlex
 import socket
+import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -44,13 +45,17 @@ class Placement:
 
     def ssh_command(self, master_port: int, forward_port: int) -> list[str]:
         """The ssh that runs one worker on the host, its master reached through `-R forward_port`."""
+        return self.ssh([self.python, "-m", "chaos.load.ssh_worker", "--master-port", str(forward_port)],
+                        ["-R", f"127.0.0.1:{forward_port}:127.0.0.1:{master_port}", "-o", "ExitOnForwardFailure=yes"])
+
+    def ssh(self, remote: list[str], options: tuple[str, ...] | list[str] = (),
+            connect_timeout_s: float = 10) -> list[str]:
+        """`ssh` to the host running `remote`, never prompting (CHAOS_SSH_CONFIG: another ssh_config)."""
         config = os.environ.get("CHAOS_SSH_CONFIG")
-        remote = [self.python, "-m", "chaos.load.ssh_worker", "--master-port", str(forward_port)]
-        return ["ssh", *(["-F", config] if config else []), "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
-                "-o", "ExitOnForwardFailure=yes", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
-                *(["-p", str(self.ssh_port)] if self.ssh_port else []),
-                "-R", f"127.0.0.1:{forward_port}:127.0.0.1:{master_port}", self.ssh_dest or "", "--",
-                shlex.join(remote)]
+        return ["ssh", *(["-F", config] if config else []), "-o", "BatchMode=yes",
+                "-o", f"ConnectTimeout={max(1, int(connect_timeout_s))}", "-o", "ServerAliveInterval=5",
+                "-o", "ServerAliveCountMax=3", *(["-p", str(self.ssh_port)] if self.ssh_port else []), *options,
+                self.ssh_dest or "", "--", shlex.join(remote)]
 
 
 def worker_placement(worker_host: str | None, python: str | None = None) -> Placement:
@@ -79,6 +84,27 @@ def worker_placement(worker_host: str | None, python: str | None = None) -> Plac
             return Placement(worker_host, h.gateway, ["nsenter", f"--net=/var/run/netns/{h.netns}"])
     names = ", ".join(f"lab-{h.name}" for h in HOSTS)
     raise LoadError(f"worker host {worker_host!r}: expected local, a lab host ({names}) or ssh://[user@]host[:port]")
+
+
+def check_worker_host(worker_host: str, python: str | None = None, timeout_s: float = 5.0) -> tuple[bool, str]:
+    """(ok, one line) for `chaos env check --probe`: an ssh:// host logs in with the key and imports the
+    harness's worker there; a lab host's namespace exists."""
+    try:
+        where = worker_placement(worker_host, python)
+    except LoadError as e:
+        return False, str(e)
+    if not where.remote:
+        return True, "lab host" if where.prefix else "this machine"
+    cmd = where.ssh([where.python, "-c", "import chaos.load.ssh_worker, locust; print(locust.__version__)"],
+                    connect_timeout_s=timeout_s)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s + 10, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return False, f"ssh: {type(e).__name__}: {e}".splitlines()[0]
+    if r.returncode == 0:
+        return True, f"ssh ok, locust {r.stdout.strip()} at {where.python}"
+    said = [ln.strip() for ln in (r.stderr or r.stdout).splitlines() if ln.strip()]
+    return False, said[-1] if said else f"ssh exited {r.returncode}"
 
 
 def job_line(config_path: Path, prompts_file: str | None) -> bytes:

@@ -137,3 +137,16 @@ def test_probe_finds_a_proxy_missing_from_a_real_toxiproxy(tmp_path, api_server,
     assert results["toxiproxy"].ok
     assert results["toxiproxy proxy present"].ok
     assert not results["toxiproxy proxy absent"].ok and toxiproxy_server.api in results["toxiproxy proxy absent"].detail
+
+
+def test_probe_says_which_load_host_cannot_be_reached_and_why(tmp_path, api_server) -> None:
+    # a real ssh to a port nothing listens on (127.0.0.1): the worker host's line says so; the lab's
+    # tests/lab/test_load_hosts.py covers a refused key and a host without the harness
+    dead = free_port()
+    env = _env(tmp_path, api=api_server, extra=f'load: {{workers: 2, worker_host: "ssh://root@127.0.0.1:{dead}"}}')
+    results = {p.what: p for p in probe(env, timeout=2.0)}
+    host = results["load host"]
+    assert not host.ok and host.address == f"ssh://root@127.0.0.1:{dead}"
+    assert "Connection refused" in host.detail and "\n" not in host.detail, host.detail
+    local = _env(tmp_path, api=api_server, extra="load: {workers: 2}")
+    assert "load host" not in {p.what for p in probe(local, timeout=1.0)}, "workers here: nothing to reach"

@@ -167,3 +167,22 @@ def test_an_ssh_worker_host_that_refuses_the_key_is_one_line(lab, tmp_path, monk
     msg = str(e.value)
     assert f"worker host ssh://root@{LOAD.address}: worker-0 did not start" in msg and "Permission denied" in msg, msg
     assert "\n" not in msg and time.monotonic() - t0 < 30
+
+
+def test_env_check_logs_in_to_the_load_host_and_names_what_is_missing(lab, tmp_path, monkeypatch):
+    from chaos.lab import LOAD
+    from chaos.load.placement import check_worker_host
+
+    host = f"ssh://root@{LOAD.address}"
+    monkeypatch.setenv("CHAOS_SSH_CONFIG", str(lab.ssh_config))
+    ok, detail = check_worker_host(host)
+    assert ok and detail.startswith("ssh ok, locust 2."), detail
+    ok, detail = check_worker_host(host, python="/opt/nowhere/bin/python")
+    assert not ok and "/opt/nowhere/bin/python" in detail and "\n" not in detail, detail
+    key = tmp_path / "stranger"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    config = tmp_path / "ssh_config"
+    config.write_text(lab.ssh_config.read_text().replace(str(lab.key), str(key)))
+    monkeypatch.setenv("CHAOS_SSH_CONFIG", str(config))
+    ok, detail = check_worker_host(host)
+    assert not ok and "Permission denied" in detail, detail
