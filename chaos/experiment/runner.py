@@ -186,6 +186,7 @@ class _Runner:
                          f"{a.max_fault_duration_s:g} s")
         r = error_rate_below(a.error_rate, min_requests=a.min_requests).measure(self.records(), (now - a.window_s, now))
         self.run_.readings.append(("guard", r))
+        self.publish(ev.Measured, probe=r.probe, expected=r.expected, got=r.got, ok=r.ok, window=r.window, when="guard")
         if r.got is not None and not r.ok:
             raise _Abort(f"error rate {r.shown} over the last {a.window_s:g} s ({r.requests} requests), over "
                          f"safety.abort.error_rate {a.error_rate:.0%}")

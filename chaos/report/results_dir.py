@@ -15,6 +15,11 @@ from chaos.errors import ConfigError
 # first match wins in Allure 3, every match counts in Allure 2: keep the rules disjoint.
 # Regexes must work in both Java (full match) and JavaScript (search), hence [\s\S]* and no inline flags.
 CATEGORIES: list[dict[str, Any]] = [
+    # a game day's experiments (chaos/experiment/report.py): their status word leads the message
+    {"name": "Aborted experiments (the abort guard fired)", "matchedStatuses": ["broken"],
+     "messageRegex": r"^ABORTED[\s\S]*"},
+    {"name": "Stopped experiments (an emergency stop)", "matchedStatuses": ["broken"],
+     "messageRegex": r"^STOPPED[\s\S]*"},
     {"name": "SLA breaches", "matchedStatuses": ["failed"],
      "messageRegex": r"[\s\S]*SLOViolation[\s\S]*"},
     {"name": "Failed checks (plain assertions)", "matchedStatuses": ["failed"],
@@ -22,9 +27,9 @@ CATEGORIES: list[dict[str, Any]] = [
     {"name": "Fault not effective (the fault never took hold)", "matchedStatuses": ["broken"],
      "messageRegex": r"[\s\S]*FaultNotEffective[\s\S]*"},
     {"name": "Harness errors (config, target, fault, stack, load, safety)", "matchedStatuses": ["broken"],
-     "messageRegex": r"^(?![\s\S]*FaultNotEffective)[\s\S]*chaos\.errors\.\w+[\s\S]*"},
+     "messageRegex": r"^(?!ABORTED|STOPPED)(?![\s\S]*FaultNotEffective)[\s\S]*chaos\.errors\.\w+[\s\S]*"},
     {"name": "Broken tests (unexpected exceptions)", "matchedStatuses": ["broken"],
-     "messageRegex": r"^(?![\s\S]*chaos\.errors\.)[\s\S]*"},
+     "messageRegex": r"^(?!ABORTED|STOPPED)(?![\s\S]*chaos\.errors\.)[\s\S]*"},
     # too few calls to tell the tiers apart (chaos/verify/power.py): neither a pass nor a fail
     {"name": "Inconclusive (the sample cannot decide the verdict)", "matchedStatuses": ["skipped"],
      "messageRegex": r"[\s\S]*INCONCLUSIVE[\s\S]*"},

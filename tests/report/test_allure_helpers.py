@@ -128,6 +128,12 @@ CASES = [
     ("broken", "chaos.errors.FaultNotEffective: fault kill: replica still serving", "Fault not effective"),
     ("broken", "chaos.errors.StackError: toxiproxy did not start", "Harness errors"),
     ("broken", "KeyError: 'x'", "Broken tests"),
+    ("broken", "KeyError: 'ABORTED'", "Broken tests"),
+    ("broken", "ABORTED: error rate 80.00% over the last 10 s (212 requests), over safety.abort.error_rate 30%",
+     "Aborted experiments"),
+    ("broken", "STOPPED: stopped by chaos stop (root@ci, pid 4242)", "Stopped experiments"),
+    ("skipped", "INCONCLUSIVE: 0.50% failures (random spread) stay under the 1.0% tier", "Inconclusive"),
+    ("skipped", "no baseline recorded", None),
     ("passed", None, None),
 ]
 

@@ -1,0 +1,56 @@
+"""`chaos gameday` (a plan of experiments, or the standard suites) and `chaos stop` (the emergency stop)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def gameday(
+    env: str = typer.Option("local", "--env", help="environment name or file"),
+    plan: Optional[Path] = typer.Option(None, "--plan", help="game-day plan (YAML); without it: the standard suites"),
+    out: Path = typer.Option(Path("reports/gameday"), "--out", help="where the journal, summary and Allure results go "
+                                                                    "(a run subdir is made)"),
+    allow_destructive: bool = typer.Option(False, "--allow-destructive", help="allow restarts, kills and rank freezes "
+                                                                               "on a protected environment"),
+    live: bool = typer.Option(True, "--live/--no-live", help="a live table on a terminal (else one line per phase)"),
+) -> None:
+    """Run a game day: the plan's experiments in order, each with its steady-state hypothesis, abort
+    guard and emergency stop (Ctrl-C, SIGTERM, `chaos stop`); then the journal and summary. Exit code:
+    0 passed, 1 failed, 2 stopped, 3 aborted, 4 refused (sick before the fault), 5 harness error."""
+    from chaos import env as envmod
+
+    e = envmod.load(env)
+    run_dir = out / time.strftime("%Y%m%d-%H%M%S")
+    if plan is None:
+        args = [sys.executable, "-m", "pytest", "suites/", "--env", env, f"--alluredir={run_dir / 'allure-results'}",
+                *(["--allow-destructive"] if allow_destructive else [])]
+        typer.echo(f"chaos: no --plan: the standard suites ({' '.join(args[2:])})")
+        raise typer.Exit(subprocess.call(args))
+    from chaos.experiment.gameday import GameDay
+    from chaos.experiment.plan import load_plan
+
+    day = GameDay(e, load_plan(plan), plan_path=plan, out_dir=run_dir, allow_destructive=allow_destructive, live=live)
+    code = day.run()
+    typer.echo(f"journal: {run_dir / 'journal.json'}\nsummary: {run_dir / 'summary.md'}\n"
+               f"allure results: {run_dir / 'allure-results'} (make report RESULTS=...)")
+    raise typer.Exit(code)
+
+
+def stop(env: str = typer.Option("local", "--env", help="environment name or file"),
+         reason: str = typer.Option("", "--reason", help="why, for the journal")) -> None:
+    """Emergency stop: the game day running against --env reverts its fault at once and ends STOPPED."""
+    from chaos import env as envmod
+    from chaos.experiment.stop import request_stop
+
+    path = request_stop(envmod.load(env).state_dir, reason)
+    typer.echo(f"chaos: stop asked ({path}); a running game day reverts within its next tick")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("gameday")(gameday)
+    app.command("stop")(stop)

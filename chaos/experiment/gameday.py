@@ -1,0 +1,122 @@
+"""`chaos gameday --plan`: a plan's experiments in order against an environment, with a live view,
+the journal, Allure results, an abort guard and an emergency stop.
+
+An embedded environment's stack is started here (and its targets are then ours to hurt) and taken
+down at the end. Each experiment runs its own load (the environment's profile, the plan's
+overrides). An ABORTED or STOPPED experiment ends the game day: the next one never starts, and the
+journal says so. The exit code is the worst experiment's (runner.EXIT_CODES).
+"""
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from chaos.errors import ConfigError
+from chaos.experiment import events as ev
+from chaos.experiment.journal import Journal
+from chaos.experiment.plan import Plan, PlanFault, experiments
+from chaos.experiment.report import AllureResults, LiveView
+from chaos.experiment.runner import EXIT_CODES, ExperimentRun, Status
+from chaos.experiment.stop import StopSwitch, stop_file
+
+ENDS_THE_DAY = (Status.ABORTED, Status.STOPPED)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-")[:60] or "experiment"
+
+
+class GameDay:
+    """One game day of `plan` against `env`."""
+
+    def __init__(self, env: Any, plan: Plan, *, plan_path: str | Path, out_dir: str | Path,
+                 allow_destructive: bool = False, console: Any = None, live: bool = True) -> None:
+        self.env, self.plan, self.plan_path = env, plan, Path(plan_path)
+        self.out_dir = Path(out_dir)
+        self.allow_destructive, self.console, self.live = allow_destructive, console, live
+        self.stack: Any = None
+        self.bus = ev.EventBus()
+        self.journal = Journal(self.out_dir, title=plan.name,
+                               meta={"environment": env.name, "plan": str(self.plan_path)})
+        self.bus.subscribe(self.journal)
+        self.bus.subscribe(AllureResults(self.out_dir / "allure-results", plan.name, env))
+        self.runs: list[ExperimentRun] = []
+
+    def make_fault(self, spec: PlanFault) -> Any:
+        from chaos import faults
+        from chaos.commands.faults import TARGET, build_fault
+        from chaos.faults.base import Policy
+
+        params = spec.params()
+        if spec.kind in TARGET and self.stack is not None:  # a target this process supervises
+            if spec.target not in self.stack.targets:
+                raise ConfigError(f"target {spec.target!r}: the environment has "
+                                  f"{', '.join(self.stack.targets) or 'no targets'}")
+            fault = getattr(faults, spec.kind.replace("-", "_"))(self.stack.target(spec.target), **params)
+        else:
+            fault = build_fault(self.env, spec.kind, target=spec.target, proxy=spec.proxy, params=params,
+                                run_id=f"gameday-{self.env.name}")
+        return fault.using(Policy.for_env(self.env, allow_destructive=self.allow_destructive))
+
+    def make_load(self, overrides: dict[str, Any], seconds: float, name: str) -> Any:
+        from chaos.load.runner import start_load
+
+        p, e = self.env.load, self.env
+        kw: dict[str, Any] = dict(users=p.users, duration_s=seconds, mix=dict(p.mix), classes=dict(p.classes),
+                                  model=e.endpoints.model, max_tokens=p.max_tokens, stream=p.stream,
+                                  retry_policy=e.retry, api_key=e.endpoints.api_key, workers=p.workers,
+                                  worker_host=p.worker_host, worker_python=p.worker_python)
+        if p.shape == "rate":
+            kw.update(rate=p.rate_per_s, users=None)
+        kw.update(overrides)
+        return start_load(e.endpoints.api, out_dir=self.out_dir / "load" / _slug(name), **kw)
+
+    def run(self) -> int:
+        from chaos.faults import base as fault_base
+        from chaos.faults.ledger import Ledger
+
+        fault_base.configure(ledger=Ledger(self.env.state_dir), protected=self.env.safety.protected,
+                             allow_destructive=self.allow_destructive,
+                             recover_timeout_s=fault_base.recover_bound_s(self.env.slas))
+        stop = StopSwitch(stop_file(self.env.state_dir), since=time.time())
+        undo_signals = stop.install_signals()
+        view = LiveView(self.console, [x.name for x in self.plan.experiments], self.env.safety.abort.error_rate,
+                        live=self.live)
+        self.bus.subscribe(view)
+        try:
+            with view:
+                self._start_stack()
+                built = experiments(self.plan, self.env, make_fault=self.make_fault, make_load=self.make_load,
+                                    path=self.plan_path)
+                for exp in built:
+                    run = exp.run(bus=self.bus, stop=stop)
+                    self.runs.append(run)
+                    if run.status in ENDS_THE_DAY:
+                        for rest in self.plan.experiments[len(self.runs):]:
+                            self.bus.publish(ev.ExperimentEnded(t=time.time(), experiment=rest.name, status="NOT STARTED",
+                                                                reason=f"{run.name} ended {run.status.value}"))
+                        break
+        finally:
+            undo_signals()
+            if self.stack is not None:
+                self.stack.down()
+            self.journal.write()
+        return exit_code(self.runs)
+
+    def _start_stack(self) -> None:
+        if self.env.embedded == "none":
+            return
+        from chaos.stack.launcher import EmbeddedStack
+
+        self.stack = EmbeddedStack(self.env).up()
+
+
+# the game day's exit code: the first of these that any experiment ended with
+PRECEDENCE = (Status.STOPPED, Status.ABORTED, Status.ERROR, Status.REFUSED, Status.FAILED, Status.PASSED)
+
+
+def exit_code(runs: list[ExperimentRun]) -> int:
+    seen = {r.status for r in runs}
+    return next((EXIT_CODES[s] for s in PRECEDENCE if s in seen), EXIT_CODES[Status.ERROR])

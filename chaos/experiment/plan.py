@@ -1,0 +1,162 @@
+"""Game-day plans: a YAML list of experiments, validated like environment files (one line naming
+file:line and the field), turned into Experiments against an environment.
+
+    name: basic game day
+    hypothesis: {error_rate_below: 0.02, p99_below_s: 5.0}     # the steady state, for every experiment
+    window_s: 10
+    experiments:
+      - name: canary answers 4 % 500s
+        fault: {kind: http-error, target: replica-c, status: 500, fraction: 0.04}
+        hold_s: 20
+        until: {recovered_within_s: 60}
+
+Fault kinds and their fields are `chaos fault inject`'s: an HTTP fault names a `target` (its fault
+proxy) or a `proxy`, a network fault a Toxiproxy `proxy`, a target fault a `target`; every other
+field is the fault's own parameter (status, fraction, latency, ...).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from chaos.errors import ConfigError
+from chaos.experiment.hypothesis import Hypothesis, error_rate_below, goodput_above, p99_below
+from chaos.experiment.runner import AbortLimits, Experiment, recovered
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PlanHypothesis(_Strict):
+    """The steady state each experiment must show before its fault and again after it."""
+
+    error_rate_below: float | None = Field(None, ge=0, le=1)
+    p99_below_s: float | None = Field(None, gt=0, description="e2e P99, a failure counting as a miss")
+    ttft_p99_below_s: float | None = Field(None, gt=0)
+    goodput_above: float | None = Field(None, ge=0, le=1)
+    min_requests: int = Field(5, ge=1)
+
+    def build(self) -> Hypothesis:
+        probes = []
+        if self.error_rate_below is not None:
+            probes.append(error_rate_below(self.error_rate_below, min_requests=self.min_requests))
+        if self.p99_below_s is not None:
+            probes.append(p99_below(self.p99_below_s, min_requests=self.min_requests))
+        if self.ttft_p99_below_s is not None:
+            probes.append(p99_below(self.ttft_p99_below_s, metric="ttft", min_requests=self.min_requests))
+        if self.goodput_above is not None:
+            probes.append(goodput_above(self.goodput_above, e2e_s=self.p99_below_s, min_requests=self.min_requests))
+        return Hypothesis(probes)
+
+
+class PlanFault(BaseModel):
+    """One fault: `kind` (as `chaos fault inject`), where (`target` / `proxy`), and its parameters."""
+
+    model_config = ConfigDict(extra="allow")
+    kind: str
+    target: str | None = None
+    proxy: str | None = None
+
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class Until(_Strict):
+    recovered_within_s: float = Field(..., gt=0)
+
+
+class PlanExperiment(_Strict):
+    """One experiment of the plan."""
+
+    name: str = Field(..., min_length=1)
+    fault: PlanFault | None = None
+    hold_s: float = Field(30.0, gt=0)
+    until: Until | None = None
+    hypothesis: PlanHypothesis | None = None
+    window_s: float | None = Field(None, gt=0)
+    load: dict[str, Any] = Field(default_factory=dict, description="overrides of the environment's load profile")
+
+
+class Plan(_Strict):
+    """A game day: experiments run in order; an ABORTED or STOPPED one ends the plan."""
+
+    name: str = Field(..., min_length=1)
+    description: str = ""
+    hypothesis: PlanHypothesis = PlanHypothesis(error_rate_below=0.05)
+    window_s: float = Field(10.0, gt=0)
+    load: dict[str, Any] = Field(default_factory=dict)
+    experiments: list[PlanExperiment] = Field(..., min_length=1)
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """The 1-based line of the YAML node at pydantic location `loc` (the deepest one found)."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for key in loc:
+        if isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if getattr(k, "value", None) == key), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+        else:
+            break
+        if node is None:
+            break
+        line = node.start_mark.line + 1
+    return line
+
+
+def parse_plan(text: str, source: str | Path) -> Plan:
+    """A validated Plan; every failure is one ConfigError line naming file:line and the field."""
+    path = Path(source)
+    try:
+        node = yaml.compose(text)
+        raw = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        raise ConfigError(f"{path}{f':{mark.line + 1}' if mark else ''}: YAML syntax error: "
+                          f"{(e.problem or e.context or 'syntax error').strip()}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping with 'name' and 'experiments', found "
+                          f"{'nothing' if raw is None else type(raw).__name__}")
+    try:
+        return Plan.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = tuple(err["loc"])
+        line = _line_of(node, loc if err["type"] != "missing" else loc[:-1])
+        field = ".".join(str(p) for p in loc) or "(top level)"
+        what = {"missing": "required field is missing", "extra_forbidden": "unknown field"}.get(err["type"], err["msg"])
+        raise ConfigError(f"{path}{f':{line}' if line else ''}: {field}: {what}") from None
+
+
+def load_plan(path: str | Path) -> Plan:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{p}: cannot read the game-day plan: {getattr(e, 'strerror', None) or e}") from None
+    return parse_plan(text, p)
+
+
+def experiments(plan: Plan, env: Any, *, make_fault: Callable[[PlanFault], Any],
+                make_load: Callable[[dict[str, Any], float, str], Any], path: str | Path = "plan") -> list[Experiment]:
+    """The plan's Experiments against `env`; `make_fault` builds a fault (a ConfigError names the
+    experiment), `make_load(overrides, seconds, name)` starts the load of one experiment."""
+    out = []
+    for i, x in enumerate(plan.experiments):
+        window = x.window_s or plan.window_s
+        try:
+            fault = make_fault(x.fault) if x.fault is not None else None
+        except ConfigError as e:
+            raise ConfigError(f"{path}: experiments[{i}] ({x.name}): fault: {e}") from None
+        seconds = window + x.hold_s + (x.until.recovered_within_s if x.until else window) + 30.0
+        overrides = {**plan.load, **x.load}
+        out.append(Experiment(
+            x.name, fault=fault, hold_s=x.hold_s, hypothesis=(x.hypothesis or plan.hypothesis).build(),
+            window_s=window, until=recovered(x.until.recovered_within_s) if x.until else None,
+            abort=AbortLimits.from_env(env, window_s=window),
+            load=lambda o=overrides, s=seconds, n=x.name: make_load(o, s, n)))
+    return out

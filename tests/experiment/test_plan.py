@@ -1,0 +1,54 @@
+"""Game-day plans: validated like environment files (one line naming file:line and the field), and
+the shipped examples load against their environments."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from chaos.env import load
+from chaos.errors import ConfigError
+from chaos.experiment.plan import load_plan, parse_plan
+from tests._support import REPO
+
+GOOD = """\
+name: unit plan
+experiments:
+  - name: one
+    fault: {kind: http-error, target: replica-c, status: 500, fraction: 0.02}
+    hold_s: 5
+"""
+
+
+@pytest.mark.parametrize("text,expected", [
+    (GOOD.replace("    hold_s: 5", "    hold_s: -5"), "plan.yaml:5: experiments.0.hold_s: Input should be greater than 0"),
+    (GOOD.replace("    hold_s: 5", "    hold: 5"), "plan.yaml:5: experiments.0.hold: unknown field"),
+    (GOOD.replace("  - name: one\n", "  - fault_s: 1\n"), "plan.yaml:3: experiments.0.name: required field is missing"),
+    (GOOD.replace("name: unit plan\n", ""), "plan.yaml:1: name: required field is missing"),
+    ("name: x\nexperiments: []\n", "plan.yaml:2: experiments: List should have at least 1 item"),
+    ("name: x\nexperiments: [\n", "plan.yaml:3: YAML syntax error"),
+    ("- just\n- a list\n", "plan.yaml: expected a mapping with 'name' and 'experiments', found list"),
+    (GOOD + "hypothesis: {error_rate_below: 2}\n", "plan.yaml:6: hypothesis.error_rate_below: Input should be less"),
+])
+def test_a_bad_plan_is_one_line_naming_file_line_and_field(text, expected):
+    with pytest.raises(ConfigError) as e:
+        parse_plan(text, "plan.yaml")
+    assert str(e.value).startswith(expected) and "\n" not in str(e.value), str(e.value)
+
+
+def test_an_unreadable_plan_is_one_line(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        load_plan(tmp_path / "nope.yaml")
+    assert "nope.yaml: cannot read the game-day plan" in str(e.value)
+
+
+@pytest.mark.parametrize("plan,env", [("basic.yaml", "local"), ("staging.yaml", "staging.example")])
+def test_the_shipped_plans_load_and_name_what_their_environment_has(plan, env, monkeypatch):
+    monkeypatch.setenv("STAGING_API_KEY", "k")
+    monkeypatch.setenv("HF_TOKEN", "h")
+    p = load_plan(REPO / "examples" / "gameday" / plan)
+    e = load(str(REPO / "environments" / f"{env}.yaml"))
+    names = {t.name for t in e.targets} | {x.name for x in (e.toxiproxy.proxies if e.toxiproxy else [])}
+    for x in p.experiments:
+        assert x.fault is not None and (x.fault.target or x.fault.proxy) in names, (x.name, names)
+        assert (x.hypothesis or p.hypothesis).build().probes
