@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from chaos.experiment import events as ev
 from chaos.experiment.hypothesis import Hypothesis, Probe, Reading, error_rate_below
+from chaos.errors import FaultNotEffective
 from chaos.experiment.stop import EmergencyStop, StopSwitch
 from chaos.load.records import RequestRecord
 
@@ -68,6 +69,10 @@ def recovered(within: float) -> Recovered:
 
 
 class _Abort(Exception):
+    pass
+
+
+class _Lapsed(Exception):
     pass
 
 
@@ -202,13 +207,19 @@ class _Runner:
                 if self.hyp is not None:
                     self.check("during")  # seen and journalled; the abort guard decides
 
-    def revert(self) -> None:
+    def revert(self, check: bool = True) -> None:
+        """Undo the fault; with `check`, first prove it still held (a fault that lapsed during the hold
+        tested nothing: the experiment ends ERROR, the fault removed all the same)."""
         if not self.injected:
             return
         self.injected = False
         fault = repr(self.exp.fault)
         try:
-            self.exp.fault.revert()
+            self.exp.fault.revert(check=check)
+        except FaultNotEffective as e:
+            self.run_.t_revert = self.clock()
+            self.publish(ev.FaultReverted, fault=fault, error=f"it had lapsed before the revert: {e}")
+            raise _Lapsed(f"fault not effective: {e}") from None
         except Exception as e:
             self.publish(ev.FaultReverted, fault=fault, ok=False, error=str(e))
             raise
@@ -276,6 +287,8 @@ class _Runner:
             self.publish(ev.Stopped, by="SIGINT")
         except AssertionError as x:
             r.status, r.reason = Status.FAILED, str(x)
+        except _Lapsed as x:
+            r.status, r.reason = Status.ERROR, str(x)
         except Exception as x:
             r.status, r.reason = Status.ERROR, f"{type(x).__name__}: {x}"
         finally:
@@ -297,9 +310,9 @@ class _Runner:
     def finish(self) -> None:
         r = self.run_
         try:
-            if self.injected:  # left the method early (abort, stop, error): revert on the way out
+            if self.injected:  # left the method early (abort, stop, error): revert on the way out, at once
                 with self.phase("revert"):
-                    self.revert()
+                    self.revert(check=False)
         except BaseException as x:
             r.status, r.reason = Status.ERROR, f"revert failed: {x}; run `chaos cleanup`"
         if self.handle is not None:

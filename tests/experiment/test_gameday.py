@@ -65,14 +65,14 @@ hypothesis: {error_rate_below: 0.05, min_requests: 5}
 window_s: 4
 experiments:
   - name: first holds
-    fault: {kind: latency, proxy: client, latency: 50}
+    fault: {kind: latency, proxy: client, latency: 400}
     hold_s: 4
   - name: second breaches the abort limit
     fault: {kind: down, proxy: client}
     hold_s: 120
     load: {retry_policy: null}
   - name: third never starts
-    fault: {kind: latency, proxy: client, latency: 50}
+    fault: {kind: latency, proxy: client, latency: 400}
     hold_s: 4
 """)
     out = tmp_path / "out"
@@ -101,7 +101,7 @@ experiments:
 def _stopped_while_holding(tmp_path, how: str) -> tuple[dict, dict, float, str, int]:
     plan = tmp_path / "plan.yaml"
     plan.write_text("name: stop proof\nhypothesis: {error_rate_below: 0.05}\nwindow_s: 4\nexperiments:\n"
-                    "  - name: long jitter\n    fault: {kind: latency, proxy: client, latency: 100}\n    hold_s: 180\n")
+                    "  - name: long jitter\n    fault: {kind: latency, proxy: client, latency: 400}\n    hold_s: 180\n")
     out = tmp_path / "out"
     p = _gameday(plan, out)
     deadline = time.monotonic() + 180

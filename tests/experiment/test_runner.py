@@ -8,6 +8,7 @@ import pytest
 
 from chaos.experiment import (AbortLimits, EventBus, Experiment, Journal, Status, StopSwitch, error_rate_below,
                               p99_below, recovered, request_stop)
+from chaos.errors import FaultNotEffective
 from chaos.experiment import events as ev
 from chaos.load.records import RequestRecord
 
@@ -49,8 +50,9 @@ class System:
 
 
 class Fault:
-    def __init__(self, system: System, broken: float = 0.8, *, fail_inject: bool = False, heals: bool = True) -> None:
-        self.system, self.broken, self.fail_inject, self.heals = system, broken, fail_inject, heals
+    def __init__(self, system: System, broken: float = 0.8, *, fail_inject: bool = False, heals: bool = True,
+                 lapses: bool = False) -> None:
+        self.system, self.broken, self.fail_inject, self.heals, self.lapses = system, broken, fail_inject, heals, lapses
         self.log: list[str] = []
 
     def inject(self):
@@ -59,8 +61,11 @@ class Fault:
         if self.fail_inject:
             raise RuntimeError("the second replica's proxy did not answer")
 
-    def revert(self):
-        self.log.append("revert")
+    def revert(self, check: bool = True):
+        self.log.append("revert" if check else "revert (no check)")
+        if check and self.lapses:
+            self.system.error_rate = self.system.healthy
+            raise FaultNotEffective("probe shows no effect", fault="unit")
         if self.heals:
             self.system.error_rate = self.system.healthy
 
@@ -121,7 +126,7 @@ def test_the_abort_guard_reverts_at_once_and_ends_aborted():
     run, bus = _run(exp, clock, system)
     assert run.status is Status.ABORTED and run.exit_code == 3
     assert "over safety.abort.error_rate 50%" in run.reason
-    assert fault.log == ["inject", "revert"]
+    assert fault.log == ["inject", "revert (no check)"], "an abort reverts at once, without proving the fault first"
     assert run.t_revert - run.t_inject < 6, "reverted within the guard's window, not at the hold's end"
     kinds = [e.kind for e in bus.events]
     assert kinds.index("Aborted") < kinds.index("FaultReverted") < kinds.index("ExperimentEnded")
@@ -143,7 +148,7 @@ def test_a_fault_that_fails_halfway_is_reverted_and_the_run_is_an_error():
     fault = Fault(system, fail_inject=True)
     run, bus = _run(Experiment("half", fault=fault, hold_s=10), clock, system)
     assert run.status is Status.ERROR and run.exit_code == 5 and "did not answer" in run.reason
-    assert fault.log == ["inject", "revert"] and system.error_rate == 0.0
+    assert fault.log == ["inject", "revert (no check)"] and system.error_rate == 0.0
 
 
 def test_ctrl_c_during_the_hold_reverts_and_ends_stopped():
@@ -157,7 +162,7 @@ def test_ctrl_c_during_the_hold_reverts_and_ends_stopped():
     clock.hooks.append((clock.now + 15, interrupt))
     run, bus = _run(Experiment("interrupted", fault=fault, hold_s=60), clock, system)
     assert run.status is Status.STOPPED and run.exit_code == 2 and run.reason == "stopped by Ctrl-C"
-    assert fault.log == ["inject", "revert"]
+    assert fault.log == ["inject", "revert (no check)"]
     stopped = next(e for e in bus.events if isinstance(e, ev.Stopped))
     assert stopped.by == "SIGINT"
 
@@ -224,3 +229,15 @@ def test_a_failing_verdict_fails_the_experiment_with_its_rows():
     run, bus = _run(Experiment("verdicts", fault=Fault(system, broken=0.0), hold_s=5, verdicts=[lost]), clock, system)
     assert run.status is Status.FAILED and "lost: measured 3, limit 0 -> FAIL" in run.reason
     assert next(e for e in bus.events if isinstance(e, ev.VerdictReached)).ok is False
+
+
+def test_a_fault_that_lapsed_during_the_hold_is_an_error_not_a_pass():
+    clock = Clock()
+    system = System(clock)
+    fault = Fault(system, broken=0.1, lapses=True)
+    run, bus = _run(Experiment("lapsed", fault=fault, hold_s=5, hypothesis=error_rate_below(0.5),
+                               until=recovered(within=10)), clock, system)
+    assert run.status is Status.ERROR and run.reason.startswith("fault not effective: ")
+    assert fault.log == ["inject", "revert"]
+    reverted = next(e for e in bus.events if isinstance(e, ev.FaultReverted))
+    assert reverted.ok and "lapsed before the revert" in reverted.error
