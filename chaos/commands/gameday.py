@@ -36,9 +36,23 @@ def gameday(
 
     day = GameDay(e, load_plan(plan), plan_path=plan, out_dir=run_dir, allow_destructive=allow_destructive, live=live)
     code = day.run()
-    typer.echo(f"journal: {run_dir / 'journal.json'}\nsummary: {run_dir / 'summary.md'}\n"
-               f"allure results: {run_dir / 'allure-results'} (make report RESULTS=...)")
+    typer.echo(f"journal: {run_dir / 'journal.json'}\nsummary: {run_dir / 'summary.md'}")
+    typer.echo(f"report: {_report(run_dir, day.plan.name)}")
     raise typer.Exit(code)
+
+
+def _report(run_dir: Path, title: str) -> str:
+    """The HTML report where the Allure CLI is installed (`make setup`), else where the results are."""
+    from chaos.errors import ChaosError
+    from chaos.report import html
+
+    results = run_dir / "allure-results"
+    if html.find_allure() is None:
+        return f"{results} (no Allure CLI here: `make report RESULTS={results}`)"
+    try:
+        return str(html.generate(results, run_dir / "allure-report", name=f"game day: {title}"))
+    except ChaosError as e:  # the journal and summary are written: a report problem is one line
+        return f"not built ({e}); results in {results}"
 
 
 def stop(env: str = typer.Option("local", "--env", help="environment name or file"),
