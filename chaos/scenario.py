@@ -89,6 +89,41 @@ class Scenario:
         kw.update(overrides)
         self.load = start_load(self.env.endpoints.api, out_dir=self.out_dir / "load", **kw)
 
+    def add_observer(self, observer: Any) -> Any:
+        """Keep a started observer (anything with stop()) running until the scenario closes."""
+        self._observers.append(observer)
+        return observer
+
+    def wait(self, seconds: float, phase: str | None = None) -> None:
+        """Let the load and observers run for `seconds` (a phase of its own when named)."""
+        def idle() -> None:
+            end = self.clock() + seconds
+            while self.clock() < end:
+                self.sleep(min(0.1, max(0.0, end - self.clock())))
+
+        if phase is None:
+            idle()
+        else:
+            with self.phase(phase, seconds=round(seconds, 2)):
+                idle()
+
+    def poll(self, done: Callable[[], bool], timeout: float, every: float = 0.2) -> bool:
+        """Ask `done()` every `every` seconds until it holds (True) or `timeout` passes (False)."""
+        deadline = self.clock() + timeout
+        while True:
+            if done():
+                return True
+            if self.clock() >= deadline:
+                return False
+            self.sleep(every)
+
+    def stop_load(self) -> list[RequestRecord]:
+        """Stop the load now and collect its records (also kept as `records`)."""
+        if self.load is not None:
+            self._collect(self.load.stop())
+            self.load = None
+        return self.records
+
     # -- phases ---------------------------------------------------------------------------------
     def steady_state(self, seconds: float = 3.0, source: str | None = None) -> None:
         """Let observers and load run, then require that real completions succeed."""

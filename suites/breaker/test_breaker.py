@@ -23,10 +23,10 @@ from chaos.observe.gateway import GatewayStateObserver
 from chaos.report import allure as rep
 from chaos.report.timeline import plot_breaker
 from chaos.verify.accounting import accounting_verdict
+from chaos.verify.anomaly import anomaly_verdict
 from chaos.verify.breaker import analyze
 from chaos.verify.breaker_table import spec_vs_observed, write_table
 from chaos.verify.power import tier_judgeable
-from chaos.verify.verdict import Verdict
 from suites.conftest import fault_proof, gateway_admin, judge, requires
 
 OOM_FRACTION = 0.006  # under the 1 % degrade tier: the trip must come from the burst rule alone
@@ -93,21 +93,24 @@ def _canary_window_full(stack, sc, canaries: list[str]) -> int:
     still bans the canary from the last test has not filled it)."""
     p = stack.env.breaker
     counted = not stack.env.endpoints.gateway_admin
+    seen: list[tuple[float, int]] = []
+    calls = [0]
+
+    def full() -> bool:
+        now, total = time.monotonic(), _canary_calls(stack, canaries)
+        seen.append((now, total))
+        if counted:
+            older = [c for t, c in seen if t <= now - p.window_s]
+            calls[0] = total - older[-1] if older else 0
+        else:
+            calls[0] = total
+        return calls[0] >= p.min_calls
+
     with sc.phase("steady state: the canary's breaker window is full"):
-        deadline, calls, seen = time.monotonic() + 2 * p.window_s, 0, []
-        while time.monotonic() < deadline:
-            now, total = time.monotonic(), _canary_calls(stack, canaries)
-            seen.append((now, total))
-            if counted:
-                older = [c for t, c in seen if t <= now - p.window_s]
-                calls = total - older[-1] if older else 0
-            else:
-                calls = total
-            if calls >= p.min_calls:
-                return calls
-            time.sleep(0.5)
-    pytest.skip(f"INCONCLUSIVE: the canary's breaker window held {calls} calls after {2 * p.window_s:g} s of load, fewer than "
-                f"the min_calls {p.min_calls} needed to tell 0.5 % from 1 % errors")
+        if sc.poll(full, timeout=2 * p.window_s, every=0.5):
+            return calls[0]
+    pytest.skip(f"INCONCLUSIVE: the canary's breaker window held {calls[0]} calls after {2 * p.window_s:g} s of load, "
+                f"fewer than the min_calls {p.min_calls} needed to tell 0.5 % from 1 % errors")
 
 
 def _canary_rate(stack, sc, seconds: float) -> float:
@@ -132,58 +135,19 @@ def _burst_possible(stack, sc, policy) -> None:
                     f"{policy.oom_burst_window_s:g} s at {OOM_FRACTION:.1%} of its calls needs {need:.0f} req/s")
 
 
-def _canary_state_left_closed(sc, since: float, until: float) -> float | None:
-    for s in sorted(sc.timeline.series("gateway", "pool_state"), key=lambda s: s.t):
-        if s.labels.get("pool") == "canary" and since <= s.t <= until and s.value not in ("closed", None):
-            return s.t
-    return None
-
-
-def _is_oom(r) -> bool:
-    detail = (r.error_detail or "").lower()
-    return r.status == 500 and ("out of memory" in detail or "-oom-" in detail)
-
-
-def _anomaly_verdict(sc, attempts, policy, t0: float, t1: float, kind: str, admin: bool) -> Verdict:
-    """The trip: the gateway's state leaving 'closed' where it has an admin API, else the canary drained."""
-    v = Verdict(f"anomaly trip ({kind})", window=(t0, t1))
-    a = analyze(attempts, policy, baseline_until=t0)
-    drained = a.first_move("drained", after=t0)
-    tripped = (_canary_state_left_closed(sc, t0, t1 + policy.reaction_allowance_s) if admin
-               else drained.t if drained is not None else None)
-    peak = a.peak_error_rate(t0, tripped or t1)  # before the trip: after it the canary's window thins out
-    if kind == "oom-burst":
-        ooms = sorted(r.t_end for r in attempts if _is_oom(r))
-        third = next((t for i, t in enumerate(ooms[2:], 2) if t - ooms[i - 2] <= policy.oom_burst_window_s), None)
-        v.add("oom_burst_seen", f"{policy.oom_burst_count} in {policy.oom_burst_window_s:g} s",
-              len(ooms), third is not None, "OOM answers served by the canary during the fault")
-        ref = third or t0
-    else:
-        ref = t0
-    limit = policy.reaction_allowance_s + (policy.leak_window_s if kind == "leak-trend" else 0)
-    v.add("tripped_after_s", limit, None if tripped is None else round(tripped - ref, 2),
-          tripped is not None and tripped - ref <= limit + 1.0,
-          "canary breaker left 'closed' (gateway admin state)" if admin else "canary drained (fault proxy logs)")
-    v.add("traffic_moved", "canary drained", None if drained is None else round(drained.t - t0, 2),
-          drained is not None, "canary share of upstream attempts fell")
-    v.add("error_rate_below_degrade", policy.degrade_error_rate, round(peak, 4), peak < policy.degrade_error_rate,
-          "the trip came from the anomaly rule, not the error-rate tier")
-    return v
-
-
-def _wait_closed(obs, policy) -> None:
+def _wait_closed(sc, obs, policy) -> None:
     """Until the gateway's canary breaker is closed and STAYS closed: right after the revert the window
     still holds the fault's errors and may trip once more, a moment after the observer last read it."""
-    deadline = time.time() + policy.window_s + 8 * policy.open_wait_s + policy.reaction_allowance_s
-    settle, closed_since = min(policy.window_s, 5.0), None
-    while time.time() < deadline:
+    settle, closed_since = min(policy.window_s, 5.0), [None]
+
+    def settled() -> bool:
         if obs.states.get("canary") != "closed":
-            closed_since = None
-        elif closed_since is None:
-            closed_since = time.time()
-        elif time.time() - closed_since >= settle:
-            break
-        time.sleep(0.2)
+            closed_since[0] = None
+        elif closed_since[0] is None:
+            closed_since[0] = time.time()
+        return closed_since[0] is not None and time.time() - closed_since[0] >= settle
+
+    sc.poll(settled, timeout=policy.window_s + 8 * policy.open_wait_s + policy.reaction_allowance_s, every=0.2)
 
 
 @pytest.mark.slow
@@ -205,8 +169,7 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
     obs = None
     if admin:
         token = env.gateway.admin_token if env.gateway else None
-        obs = GatewayStateObserver(env.endpoints.gateway_admin, sc.timeline, token=token).start()
-        sc._observers.append(obs)
+        obs = sc.add_observer(GatewayStateObserver(env.endpoints.gateway_admin, sc.timeline, token=token).start())
     with sc.phase("start load"):
         load_t0 = time.time()
         # 8 closed-loop users, or the environment's own count where its gateway needs more to be busy
@@ -225,34 +188,32 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
     sc.inject(fault)
     sc.hold(hold)
     if expect == "rollback":
-        with sc.phase("canary must stay out until an operator reset"):
-            time.sleep(policy.window_s * 0.5)
+        sc.wait(policy.window_s * 0.5, "canary must stay out until an operator reset")
     sc.revert()
     t1 = time.time()
     until = t1
     if expect == "rollback":
-        with sc.phase("hold after revert: still rolled back"):
-            time.sleep(policy.window_s * 0.5)
+        sc.wait(policy.window_s * 0.5, "hold after revert: still rolled back")
         until = time.time()
         if admin:
             with sc.phase("operator reset"):
                 gateway_admin(stack, "POST", "/admin/reset")
     with sc.phase("recovery: half-open probing, then closed"):
         if obs is not None:
-            _wait_closed(obs, policy)
+            _wait_closed(sc, obs, policy)
         else:  # no state to read: watch for as long as the policy gives a recovery
-            time.sleep(policy.window_s + 2 * policy.open_wait_s + policy.reaction_allowance_s)
-        time.sleep(policy.window_s * 0.5)
-    records = sc.records = sc.load.stop().records
+            sc.wait(policy.window_s + 2 * policy.open_wait_s + policy.reaction_allowance_s)
+        sc.wait(policy.window_s * 0.5)
+    records = sc.stop_load()
     stack.attribute_replicas(records)  # which replica served each request, where no pool header said so
-    sc.load = None
     attempts = stack.upstream_attempts(load_t0, time.time()) or records
     stage1 = fault_proof(fault)
     verdicts: list = [accounting_verdict(records)]
     analysis = analyze(attempts, policy, baseline_until=t0)
     try:
         if expect == "anomaly":
-            verdicts.insert(0, _anomaly_verdict(sc, attempts, policy, t0, t1, name, admin))
+            states = sc.timeline.series("gateway", "pool_state") if admin else None
+            verdicts.insert(0, anomaly_verdict(attempts, policy, t0, t1, name, state_samples=states))
         else:
             table, seen, analysis = spec_vs_observed(attempts, records, policy, expect=expect, fault=(t0, t1),
                                                      until=until, gateway=kind)

@@ -1,0 +1,58 @@
+"""The breaker's anomaly tier: a trip on an OOM burst (N OOM answers within a few seconds) or on a
+memory-leak trend, told apart from the error-rate tier (the canary's window must stay under it)."""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from chaos.env.model import BreakerPolicy
+from chaos.load.records import RequestRecord
+from chaos.verify.breaker import analyze
+from chaos.verify.verdict import Verdict
+
+
+def is_oom(r: RequestRecord) -> bool:
+    """An answer that says the replica ran out of memory."""
+    detail = (r.error_detail or "").lower()
+    return r.status == 500 and ("out of memory" in detail or "-oom-" in detail)
+
+
+def first_state_change(samples: Iterable, pool: str, since: float, until: float) -> float | None:
+    """When the gateway's own state for `pool` first left 'closed' in [since, until] (admin API samples)."""
+    for s in sorted(samples, key=lambda s: s.t):
+        if s.labels.get("pool") == pool and since <= s.t <= until and s.value not in ("closed", None):
+            return float(s.t)
+    return None
+
+
+def anomaly_verdict(attempts: Sequence[RequestRecord], policy: BreakerPolicy, t0: float, t1: float, kind: str, *,
+                    state_samples: Iterable | None = None, canary: str = "canary") -> Verdict:
+    """The trip: the gateway's state leaving 'closed' where its samples are given (an admin API), else
+    the canary drained; it must come within the reaction allowance of the burst's third OOM (or of the
+    fault, plus the leak window, for a leak), and not from the error-rate tier."""
+    v = Verdict(f"anomaly trip ({kind})", window=(t0, t1))
+    a = analyze(attempts, policy, baseline_until=t0)
+    drained = a.first_move("drained", after=t0)
+    if state_samples is not None:
+        tripped = first_state_change(state_samples, canary, t0, t1 + policy.reaction_allowance_s)
+    else:
+        tripped = drained.t if drained is not None else None
+    peak = a.peak_error_rate(t0, tripped or t1)  # before the trip: after it the canary's window thins out
+    ref = t0
+    if kind == "oom-burst":
+        ooms = sorted(r.t_end for r in attempts if is_oom(r))
+        n = policy.oom_burst_count
+        burst = next((t for i, t in enumerate(ooms[n - 1:], n - 1) if t - ooms[i - n + 1] <= policy.oom_burst_window_s),
+                     None)
+        v.add("oom_burst_seen", f"{n} in {policy.oom_burst_window_s:g} s", len(ooms), burst is not None,
+              "OOM answers served by the canary during the fault")
+        ref = burst or t0
+    limit = policy.reaction_allowance_s + (policy.leak_window_s if kind == "leak-trend" else 0)
+    v.add("tripped_after_s", limit, None if tripped is None else round(tripped - ref, 2),
+          tripped is not None and tripped - ref <= limit + 1.0,
+          "canary breaker left 'closed' (gateway admin state)" if state_samples is not None
+          else "canary drained (fault proxy logs)")
+    v.add("traffic_moved", "canary drained", None if drained is None else round(drained.t - t0, 2),
+          drained is not None, "canary share of upstream attempts fell")
+    v.add("error_rate_below_degrade", policy.degrade_error_rate, round(peak, 4), peak < policy.degrade_error_rate,
+          "the trip came from the anomaly rule, not the error-rate tier")
+    return v

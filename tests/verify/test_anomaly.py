@@ -1,0 +1,49 @@
+"""The anomaly tier's verdict (moved out of the breaker suite): a trip on an OOM burst, from the
+canary's drain or the gateway's own state, and never from the error-rate tier."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from chaos.env.model import BreakerPolicy
+from chaos.load.records import RequestRecord
+from chaos.verify.anomaly import anomaly_verdict, first_state_change, is_oom
+
+
+def _traffic(drain_at: float | None, ooms: list[float]) -> list[RequestRecord]:
+    """20 req/s for 60 s, every 5th to the canary until `drain_at`; OOM answers from the canary at `ooms`."""
+    out, i, t = [], 0, 0.0
+    while t < 60.0:
+        canary = i % 5 == 0 and (drain_at is None or t < drain_at)
+        oom = canary and any(abs(t - x) < 0.025 for x in ooms)
+        out.append(RequestRecord(f"r{i}", 1, 1000 + t, e2e=0.1, status=500 if oom else 200,
+                                 error="http" if oom else None, error_detail="CUDA out of memory" if oom else None,
+                                 served_by="canary/replica-c" if canary else "stable/replica-a"))
+        i, t = i + 1, round(t + 0.05, 2)
+    return out
+
+
+def test_a_drain_right_after_the_third_oom_is_the_anomaly_trip():
+    policy = BreakerPolicy()
+    recs = _traffic(drain_at=26.0, ooms=[21.0, 23.0, 25.0])
+    assert sum(is_oom(r) for r in recs) == 3
+    v = anomaly_verdict(recs, policy, 1020.0, 1040.0, "oom-burst")
+    assert v.ok, [r.line() for r in v.rows]
+    assert v.row("oom_burst_seen").measured == 3 and v.row("tripped_after_s").measured <= 2.0
+
+
+def test_no_drain_fails_and_so_does_a_burst_spread_too_thin():
+    policy = BreakerPolicy()
+    v = anomaly_verdict(_traffic(None, [21.0, 23.0, 25.0]), policy, 1020.0, 1040.0, "oom-burst")
+    assert not v.ok and v.row("tripped_after_s").ok is False and v.row("traffic_moved").ok is False
+    spread = anomaly_verdict(_traffic(40.0, [21.0, 29.0, 37.0]), policy, 1020.0, 1040.0, "oom-burst")
+    assert spread.row("oom_burst_seen").ok is False, "3 OOMs over 16 s are no burst within 10 s"
+
+
+def test_the_gateways_own_state_decides_where_it_has_one():
+    policy = BreakerPolicy()
+    states = [SimpleNamespace(t=1024.0, value="closed", labels={"pool": "canary"}),
+              SimpleNamespace(t=1025.5, value="open", labels={"pool": "canary"}),
+              SimpleNamespace(t=1025.0, value="open", labels={"pool": "stable"})]
+    assert first_state_change(states, "canary", 1020.0, 1040.0) == 1025.5
+    v = anomaly_verdict(_traffic(26.0, [21.0, 23.0, 25.0]), policy, 1020.0, 1040.0, "oom-burst", state_samples=states)
+    assert v.ok and v.row("tripped_after_s").measured == 0.5
