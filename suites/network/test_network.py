@@ -62,11 +62,8 @@ def test_client_path_toxic(stack, scenario, summary, toxic: str) -> None:
     sc.revert()
     t1 = time.time()
     sc.wait_recovered(t1, env.slas.recovery_s)
-    with sc.phase("steady state after revert"):
-        time.sleep(max(env.retry.deadline_s * 0.5, sc.scaled(30)))
-    sc.records = sc.load.stop().records
-    sc.load = None
-    records = sc.records
+    sc.wait(max(env.retry.deadline_s * 0.5, sc.scaled(30)), "steady state after revert")
+    records = sc.stop_load()
     rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
     rv = retry_verdict(records, env.retry, max_amplification=env.slas.max_retry_amplification, window=(t0, t1))
     av = accounting_verdict(records)

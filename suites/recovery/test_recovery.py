@@ -19,6 +19,7 @@ from chaos.report.tables import latency_table
 from chaos.targets import admin_token
 from chaos.verify.accounting import accounting_verdict
 from chaos.verify.recovery import recovery_verdict, served_by, steady_seen
+from chaos.verify.restart_policy import check_restart_policy
 from suites.conftest import fault_happened, judge, requires
 
 # Poisson arrivals at the environment's load.rate_per_s (what its replicas are sized for)
@@ -79,8 +80,7 @@ def run_recovery(stack, scenario, summary, kind: str | None, load: str) -> None:
     restarts_before = target.restart_count()
     evidence: dict = {}
     if kind is None:
-        with sc.phase("no fault: same load, same observers"):
-            time.sleep(sc.scaled(20))
+        sc.wait(sc.scaled(20), "no fault: same load, same observers")
         t_inject = t_end = time.time()
     else:
         fault = make_fault(kind, stack, name)
@@ -92,25 +92,23 @@ def run_recovery(stack, scenario, summary, kind: str | None, load: str) -> None:
         if kind not in INSTANT:
             # hold until the engine has died of the timeout (its supervisor restarts it), then undo the cause
             timeout = engine_timeout_s(env.target(name))
-            deadline = time.time() + timeout + 15
-            while time.time() < deadline and target.restart_count() == restarts_before:
-                time.sleep(0.1)
+            sc.poll(lambda: target.restart_count() != restarts_before, timeout=timeout + 15, every=0.1)
             evidence["engine_died_after_s"] = round(time.time() - t_inject, 2)
         # the engine died of the fault and was replaced: the frozen rank or cut link's victim is gone
         sc.revert(check=target.restart_count() == restarts_before)
         try:
             sc.wait_recovered(t_end, env.slas.recovery_s * 2)
         except AssertionError:
-            check_restart_policy(target, env.target(name), env.endpoints.model, wait_s=0.1)  # names the policy if that is why
+            check_restart_policy(target, env.target(name), _serving(stack.direct_url(name), env.endpoints.model),
+                                 wait_s=0.1)  # names the policy if that is why
             raise
     window = sc.scaled(30)
     # one full rolling window after recovery at least; longer while the hurt replica's traffic is not
     # yet judged steady, up to the steady-state SLA
     sc.observe_steady(t_end, at_least_s=2 * window + 1, until=t_end + env.slas.steady_state_s + window,
                       steady=lambda recs: steady_seen(served_by(recs, name), t_end, window, env.slas))
-    records = sc.records = sc.load.stop().records
+    records = sc.stop_load()
     stack.attribute_replicas(records)  # which replica served each request, where no pool header said so
-    sc.load = None
     restarts = target.restart_count() - restarts_before
     stage1 = []
     if kind is not None:
@@ -186,8 +184,8 @@ def test_cold_start_of_a_new_replica(stack, scenario, summary, tmp_path) -> None
             t0 = time.time()
             target.start()
         with sc.phase("wait until it serves a real completion"):
-            while time.time() - t0 < env.slas.cold_start_s * 2 and not completion_ok(url, env.endpoints.model, 2.0):
-                time.sleep(0.05)
+            sc.poll(lambda: completion_ok(url, env.endpoints.model, 2.0), timeout=env.slas.cold_start_s * 2,
+                    every=0.05)
             took = time.time() - t0
         logs = target.logs(40)
     finally:
@@ -219,7 +217,8 @@ def test_on_failure_policy_is_caught(stack, summary, tmp_path) -> None:
             faults.engine_death(target, cfg.backend, sim_url=url, token=admin_token(tmp_path)).inject()
         with pytest.raises(AssertionError) as caught:
             with rep.phase("expect: it never comes back, and the verdict says why"):
-                check_restart_policy(target, cfg, env.endpoints.model, wait_s=min(env.slas.recovery_s, 10.0))
+                check_restart_policy(target, cfg, _serving(url, env.endpoints.model),
+                                     wait_s=min(env.slas.recovery_s, 10.0))
     finally:
         target.remove()
     msg = str(caught.value)
@@ -228,26 +227,8 @@ def test_on_failure_policy_is_caught(stack, summary, tmp_path) -> None:
     assert "on-failure" in msg and "exit code 0" in msg, msg
 
 
-def check_restart_policy(target, cfg, model: str, wait_s: float) -> None:
-    """Fail with a clear message when a replica that died stays down because of its restart policy.
-
-    Back means a real completion, not /health: vLLM's API server answers /health 200 for a moment
-    after its engine died, until its monitor notices (seen on a busy 2-core machine: the negative
-    control then passed as "back" before the server had even exited)."""
-    from chaos.errors import SLOViolation
+def _serving(url: str, model: str):
+    """A real completion from the replica at `url` (not /health)."""
     from chaos.stack.launcher import completion_ok
 
-    url = f"http://{cfg.host}:{cfg.port}"
-    deadline = time.time() + wait_s
-    while time.time() < deadline:
-        if target.is_running() and completion_ok(url, model, timeout=2.0):
-            return
-        time.sleep(0.1)
-    exits = [e for e in getattr(target, "events", []) if e[1] == "exit"]
-    code = exits[-1][2] if exits else None
-    raise SLOViolation(
-        f"recovery: replica {cfg.name} is still down {wait_s:g} s after it died with exit code {code}; "
-        f"its restart policy is '{cfg.restart_policy}'"
-        + (" - vLLM exits 0 when its engine dies, so on-failure never restarts it; use 'always'"
-           if code == 0 and cfg.restart_policy == "on-failure" else ""),
-        limit=wait_s, measured=None, evidence={"exit_code": code, "restart_policy": cfg.restart_policy})
+    return lambda: completion_ok(url, model, timeout=2.0)

@@ -166,13 +166,13 @@ def test_signing_enforced(signed_gateway, stack, summary) -> None:
     judge("signing", [v])
 
 
-def test_secrets_never_written(signed_gateway, stack, request, summary) -> None:
+def test_secrets_never_written(signed_gateway, stack, request, tmp_path_factory, summary) -> None:
     """Search everything the harness wrote (state dir, logs, Allure results, records) for every secret the
     environment holds: gateway and replica admin tokens, fault-proxy tokens, API and HMAC keys."""
     _, key, token, log = signed_gateway
     rep.labels(epic="Traffic switching", feature="Request signing", story="secrets stay secret", suite="routing")
     held = {"extra gateway hmac key": key.decode(), "extra gateway admin token": token, **env_secrets(stack.env)}
-    roots = [Path(stack.env.state_dir), log.parent, Path(str(request.config._tmp_path_factory.getbasetemp()))]
+    roots = [Path(stack.env.state_dir), log.parent, Path(str(tmp_path_factory.getbasetemp()))]
     alluredir = request.config.getoption("allure_report_dir", default=None)
     if alluredir:
         roots.append(Path(alluredir))
