@@ -28,7 +28,8 @@ def test_a_drain_right_after_the_third_oom_is_the_anomaly_trip():
     assert sum(is_oom(r) for r in recs) == 3
     v = anomaly_verdict(recs, policy, 1020.0, 1040.0, "oom-burst")
     assert v.ok, [r.line() for r in v.rows]
-    assert v.row("oom_burst_seen").measured == 3 and v.row("tripped_after_s").measured <= 2.0
+    # the drain is declared once the share has fallen beyond its noise: about 3 s at 4 canary calls a second
+    assert v.row("oom_burst_seen").measured == 3 and 0 < v.row("tripped_after_s").measured <= 3.0
 
 
 def test_no_drain_fails_and_so_does_a_burst_spread_too_thin():
@@ -46,4 +47,4 @@ def test_the_gateways_own_state_decides_where_it_has_one():
               SimpleNamespace(t=1025.0, value="open", labels={"pool": "stable"})]
     assert first_state_change(states, "canary", 1020.0, 1040.0) == 1025.5
     v = anomaly_verdict(_traffic(26.0, [21.0, 23.0, 25.0]), policy, 1020.0, 1040.0, "oom-burst", state_samples=states)
-    assert v.ok and v.row("tripped_after_s").measured == 0.5
+    assert v.ok and v.row("tripped_after_s").measured == 0.4  # the third OOM ended at 1025.1

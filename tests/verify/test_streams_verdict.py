@@ -31,6 +31,26 @@ def test_whole_answer_and_prefix_pass_duplicates_and_reorders_fail():
     assert not fin.row("finish_reason").ok
 
 
+def test_a_stream_the_fault_never_touched_must_be_whole_and_one_it_hit_an_error():
+    # real vLLM sent a whole 12-token answer in one event: a rule "after 3 tokens" never fired on it
+    hit = {"request_id": "r1", "t_arrival": 10.1, "output_tokens": 13, "rule": "chaos-duplicate-chunk-1"}
+    missed = {"request_id": "r2", "t_arrival": 11.1, "output_tokens": 1, "rule": None}
+    answers = [_answer(False, ""), _answer(True, TRUTH, rid="r2", window=(11.0, 12.0))]
+    log = [hit, missed]
+    ats = [attempts_for(a, log) for a in answers]
+    assert ats[0].hit and not ats[1].hit
+    v = client_verdict("c", answers, ats, truth=TRUTH, truth_finish="length", expect_whole=False)
+    assert v.row("reported_right").ok and v.row("reported_right").limit == "an error (1 not hit: whole)"
+    # the untouched one reported as an error, or the hit one as whole: both wrong
+    flipped = [_answer(False, ""), _answer(False, "", rid="r2", window=(11.0, 12.0))]
+    assert not client_verdict("c", flipped, ats, truth=TRUTH, truth_finish="length", expect_whole=False).ok
+    lied = [_answer(True, TRUTH), answers[1]]
+    assert not client_verdict("c", lied, ats, truth=TRUTH, truth_finish="length", expect_whole=False).ok
+    # a log that does not name hits (no `rule` field) cannot excuse anything
+    blind = [attempts_for(a, [{k: v for k, v in line.items() if k != "rule"} for line in log]) for a in answers]
+    assert not client_verdict("c", answers, blind, truth=TRUTH, truth_finish="length", expect_whole=False).ok
+
+
 def test_retry_of_a_started_stream_is_caught_unless_it_resumes():
     log = [{"request_id": "r1", "t_arrival": 10.1, "output_tokens": 3},
            {"request_id": "r1", "t_arrival": 10.6, "output_tokens": 4},
