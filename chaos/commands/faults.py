@@ -2,22 +2,15 @@
 from __future__ import annotations
 
 import json
-import signal as _signal
 import time
 from typing import Any, Optional
 
 import typer
 
 from chaos.errors import ConfigError
+from chaos.faults.build import HTTP, NETWORK, TARGET, build_fault
 
 fault_app = typer.Typer(help="Inject faults by hand and inspect the fault ledger.", no_args_is_help=True)
-
-NETWORK = ("latency", "jitter", "timeout", "reset-peer", "bandwidth", "slicer", "limit-data", "slow-close", "down",
-           "rank-link-cut")
-TARGET = ("restart", "kill", "pause", "stop", "rank-freeze")
-HTTP = ("http-error", "oom-error", "slow-headers", "slow-first-token", "stream-stall", "stream-cut", "error-chunk",
-        "malformed-chunk", "duplicate-chunk", "rewrite-model", "header-fault", "hang")
-
 
 def _params(items: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -30,56 +23,6 @@ def _params(items: list[str]) -> dict[str, Any]:
         except ValueError:
             out[key.replace("-", "_")] = raw
     return out
-
-
-def _http_fault(env: Any, kind: str, target: str | None, proxy: str | None, params: dict[str, Any]) -> Any:
-    from chaos.faults import http
-    from chaos.faults.proxy_admin import admins_for
-
-    admins = admins_for(env)
-    if not admins:
-        raise ConfigError(f"environment {env.name!r} declares no fault_proxies; start one with `chaos proxy` and list it")
-    name = proxy or (env.target(target).fault_proxy if target else None)
-    if not name:
-        raise ConfigError(f"fault {kind} needs --proxy (fault proxies: {', '.join(admins)}) or --target")
-    if name not in admins:
-        raise ConfigError(f"--proxy {name!r}: environment {env.name!r} has no fault proxy of that name "
-                          f"(fault proxies: {', '.join(admins)})")
-    fn = getattr(http, kind.replace("-", "_"))
-    try:
-        return fn(admins[name], **params)
-    except TypeError as e:
-        raise ConfigError(f"fault {kind}: bad --param: {e}") from None
-
-
-def build_fault(env: Any, kind: str, *, target: str | None, proxy: str | None, params: dict[str, Any],
-                run_id: str = "cli") -> Any:
-    """Build a fault from the CLI's words; ConfigError on anything unknown."""
-    from chaos import faults
-    from chaos.targets import make_target
-
-    if kind in HTTP:
-        return _http_fault(env, kind, target, proxy, params)
-    if kind in NETWORK:
-        if env.toxiproxy is None:
-            raise ConfigError(f"environment {env.name!r} has no toxiproxy section")
-        if not proxy:
-            raise ConfigError(f"fault {kind} needs --proxy (proxies: {', '.join(p.name for p in env.toxiproxy.proxies)})")
-        if proxy not in {p.name for p in env.toxiproxy.proxies}:
-            raise ConfigError(f"--proxy {proxy!r}: environment {env.name!r} defines no such toxiproxy proxy")
-        fn = getattr(faults, kind.replace("-", "_"))
-        return fn(env.toxiproxy.api, proxy, **params)
-    if kind in TARGET:
-        if not target:
-            raise ConfigError(f"fault {kind} needs --target (targets: {', '.join(t.name for t in env.targets)})")
-        cfg = env.target(target)
-        if cfg.kind != "docker":
-            raise ConfigError(f"--target {target!r} is a process target: only the harness that supervises it can hurt it")
-        t = make_target(cfg, run_id=run_id, state_dir=env.state_dir, env=env)
-        if "signal" in params:
-            params["sig"] = getattr(_signal, str(params.pop("signal")).upper())
-        return getattr(faults, kind.replace("-", "_"))(t, **params)
-    raise ConfigError(f"unknown fault {kind!r}; known: {', '.join(NETWORK + TARGET + HTTP)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -46,7 +46,7 @@ class GameDay:
 
     def make_fault(self, spec: PlanFault) -> Any:
         from chaos import faults
-        from chaos.commands.faults import TARGET, build_fault
+        from chaos.faults.build import TARGET, build_fault
         from chaos.faults.base import Policy
 
         params = spec.params()
