@@ -138,3 +138,26 @@ class EventBus:
                 print(f"chaos: event subscriber {getattr(fn, '__qualname__', fn)!s} failed on {event.kind}: {e}; "
                       "unhooked", file=sys.stderr)
                 self._subs.remove(fn)
+
+
+def describe(e: Event) -> str | None:
+    """One line in words for the journal's summary and the report's steps (None: nothing to say)."""
+    if isinstance(e, PhaseStarted):
+        return f"phase {e.phase}"
+    if isinstance(e, PhaseEnded):
+        return None if e.ok else f"phase {e.phase} ended: {e.error}"
+    if isinstance(e, FaultInjected):
+        return f"injected {e.fault}"
+    if isinstance(e, FaultReverted):
+        return (f"reverted {e.fault}" + (f" ({e.error})" if e.error else "")) if e.ok \
+            else f"REVERT FAILED for {e.fault}: {e.error}"
+    if isinstance(e, (HypothesisChecked, VerdictReached)):
+        what = f"hypothesis {e.when}" if isinstance(e, HypothesisChecked) else f"verdict {e.name}"
+        return f"{what}: " + ("holds" if e.ok else "; ".join(e.failures))
+    if isinstance(e, Aborted):
+        return f"ABORTED: {e.reason}"
+    if isinstance(e, Stopped):
+        return f"STOPPED by {e.by}" + (f": {e.reason}" if e.reason else "")
+    if isinstance(e, ExperimentEnded):
+        return f"ended {e.status}" + (f": {e.reason}" if e.reason else "")
+    return e.kind

@@ -72,22 +72,4 @@ def _deviates(e: ev.Event) -> bool:
 
 
 def _line(e: ev.Event) -> str | None:
-    if isinstance(e, ev.PhaseStarted):
-        return f"phase {e.phase}"
-    if isinstance(e, ev.PhaseEnded):
-        return None if e.ok else f"phase {e.phase} ended: {e.error}"
-    if isinstance(e, ev.FaultInjected):
-        return f"injected {e.fault}"
-    if isinstance(e, ev.FaultReverted):
-        return f"reverted {e.fault}" if e.ok else f"REVERT FAILED for {e.fault}: {e.error}"
-    if isinstance(e, ev.HypothesisChecked):
-        return f"hypothesis {e.when}: " + ("holds" if e.ok else "; ".join(e.failures))
-    if isinstance(e, ev.Aborted):
-        return f"ABORTED: {e.reason}"
-    if isinstance(e, ev.Stopped):
-        return f"STOPPED by {e.by}" + (f": {e.reason}" if e.reason else "")
-    if isinstance(e, ev.VerdictReached):
-        return f"verdict {e.name}: " + ("holds" if e.ok else "; ".join(e.failures))
-    if isinstance(e, ev.ExperimentEnded):
-        return f"ended {e.status}" + (f": {e.reason}" if e.reason else "")
-    return None
+    return None if isinstance(e, (ev.Measured, ev.ExperimentStarted)) else ev.describe(e)

@@ -49,29 +49,13 @@ class AllureResults:
         elif isinstance(e, (ev.FaultInjected, ev.FaultReverted, ev.HypothesisChecked, ev.Aborted, ev.Stopped,
                             ev.VerdictReached)) and res["steps"]:
             ok = getattr(e, "ok", not isinstance(e, (ev.Aborted, ev.Stopped)))
-            res["steps"][-1]["steps"].append({"name": _say(e), "status": "passed" if ok else "failed",
+            res["steps"][-1]["steps"].append({"name": ev.describe(e), "status": "passed" if ok else "failed",
                                               "stage": "finished", "start": ms, "stop": ms})
         elif isinstance(e, ev.ExperimentEnded):
             res.update(stop=ms, status=ALLURE_STATUS.get(e.status, "unknown"),
                        statusDetails={"message": f"{e.status}: {e.reason}" if e.reason else e.status})
             (self.dir / f"{res['uuid']}-result.json").write_text(json.dumps(res), encoding="utf-8")
             del self.open[e.experiment]
-
-
-def _say(e: ev.Event) -> str:
-    if isinstance(e, ev.FaultInjected):
-        return f"injected {e.fault}"
-    if isinstance(e, ev.FaultReverted):
-        return f"reverted {e.fault}" if e.ok else f"revert failed: {e.error}"
-    if isinstance(e, ev.HypothesisChecked):
-        return f"hypothesis {e.when}: " + ("holds" if e.ok else "; ".join(e.failures))
-    if isinstance(e, ev.Aborted):
-        return f"ABORTED: {e.reason}"
-    if isinstance(e, ev.Stopped):
-        return f"STOPPED by {e.by}"
-    if isinstance(e, ev.VerdictReached):
-        return f"verdict {e.name}: " + ("holds" if e.ok else "; ".join(e.failures))
-    return e.kind
 
 
 class LiveView:
@@ -118,7 +102,7 @@ class LiveView:
             row["phase"], row["status"] = "done", e.status
             self._say(f"{e.experiment}: {e.status}" + (f" ({e.reason})" if e.reason else ""))
         elif isinstance(e, (ev.Aborted, ev.Stopped, ev.FaultInjected, ev.FaultReverted)):
-            self._say(f"{e.experiment}: {_say(e)}")
+            self._say(f"{e.experiment}: {ev.describe(e)}")
         if self.live is not None:
             self.live.update(self.table())
 
