@@ -129,8 +129,7 @@ class Scenario:
         """Let observers and load run, then require that real completions succeed."""
         with self.phase("steady state"):
             deadline = self.clock() + seconds
-            while self.clock() < deadline:
-                self.sleep(0.1)
+            self.wait(seconds)
             recent = [s for s in self.timeline.series(self.source("completion", source), "ok") if s.t >= deadline - seconds]
             if recent and not any(s.value for s in recent):
                 raise SLOViolation(f"steady state: no completion succeeded at {source or 'the target'} in {seconds:.1f} s "
@@ -152,9 +151,7 @@ class Scenario:
         """Keep the fault in place for a while (load keeps running)."""
         with self.phase("hold fault", seconds=round(seconds, 2)):
             self.fault.verify() if hasattr(self.fault, "verify") else None
-            end = self.clock() + seconds
-            while self.clock() < end:
-                self.sleep(0.1)
+            self.wait(seconds)
 
     def revert(self, *, check: bool = True) -> None:
         """Undo the fault and prove it is gone.

@@ -164,13 +164,14 @@ class _Runner:
         while self.clock() < end:
             self.tick()
 
-    def check(self, when: str, window: tuple[float, float] | None = None) -> list[Reading]:
+    def check(self, when: str, window: tuple[float, float] | None = None,
+              records: list[RequestRecord] | None = None) -> list[Reading]:
         """The hypothesis over `window` (default: the last window_s); its failures."""
         if self.hyp is None:
             return []
         now = self.clock()
         window = window or (now - self.exp.window_s, now)
-        readings = self.hyp.check(self.records(), window)
+        readings = self.hyp.check(self.records() if records is None else records, window)
         for r in readings:
             self.run_.readings.append((when, r))
             self.publish(ev.Measured, probe=r.probe, expected=r.expected, got=r.got, ok=r.ok, window=r.window,
@@ -179,7 +180,7 @@ class _Runner:
         self.publish(ev.HypothesisChecked, when=when, ok=not failed, failures=tuple(r.line() for r in failed))
         return failed
 
-    def guard(self) -> None:
+    def guard(self, records: list[RequestRecord]) -> None:
         """The abort guard: past safety.abort's limits, revert now and end the experiment ABORTED."""
         a = self.exp.abort
         if a is None or self.run_.t_inject is None:
@@ -189,7 +190,7 @@ class _Runner:
         if age > a.max_fault_duration_s:
             raise _Abort(f"the fault was in place {age:.1f} s, over safety.abort.max_fault_duration_s "
                          f"{a.max_fault_duration_s:g} s")
-        r = error_rate_below(a.error_rate, min_requests=a.min_requests).measure(self.records(), (now - a.window_s, now))
+        r = error_rate_below(a.error_rate, min_requests=a.min_requests).measure(records, (now - a.window_s, now))
         self.run_.readings.append(("guard", r))
         self.publish(ev.Measured, probe=r.probe, expected=r.expected, got=r.got, ok=r.ok, window=r.window, when="guard")
         if r.got is not None and not r.ok:
@@ -203,9 +204,10 @@ class _Runner:
             self.tick()
             if self.clock() >= next_check:
                 next_check += self.exp.check_every_s
-                self.guard()
+                records = self.records()  # read once a check: the guard and the hypothesis share it
+                self.guard(records)
                 if self.hyp is not None:
-                    self.check("during")  # seen and journalled; the abort guard decides
+                    self.check("during", records=records)  # seen and journalled; the abort guard decides
 
     def revert(self, check: bool = True) -> None:
         """Undo the fault; with `check`, first prove it still held (a fault that lapsed during the hold

@@ -126,15 +126,13 @@ class RecordStream(threading.Thread):
         super().__init__(daemon=True)
         self.src, self.out_dir = src, out_dir
         self.ready = threading.Event()  # the worker's locust started
-        self.host: str | None = None
 
     def run(self) -> None:
         files: dict[str, IO[bytes]] = {}
         try:
             for line in self.src:
                 kind, _, rest = line.partition(b" ")
-                if kind == b"S":
-                    self.host = rest.decode(errors="replace").strip()
+                if kind == b"S":  # `S <hostname>`: the worker's locust is up
                     self.ready.set()
                     continue
                 raw, _, body = rest.partition(b" ")

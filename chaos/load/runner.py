@@ -134,9 +134,8 @@ class LoadHandle:
                 p = self.procs[i]
                 if p.poll() is not None or time.monotonic() > deadline:
                     self._files[i].flush()
-                    tail = [ln for ln in self.logs[i].read_text(errors="replace").splitlines() if ln.strip()][-1:]
-                    why = tail[0].strip() if tail else ("ssh exited with %s" % p.returncode if p.returncode is not None
-                                                        else f"no answer within {timeout_s:g} s")
+                    why = self._last_log_line(i) or (f"ssh exited with {p.returncode}" if p.returncode is not None
+                                                     else f"no answer within {timeout_s:g} s")
                     raise LoadError(f"worker host {self.placement.where}: {self.names[i]} did not start: {why}")
 
     def worker_pids(self) -> dict[str, int]:
@@ -193,11 +192,14 @@ class LoadHandle:
         if rc < 0:
             return f"killed by {signal.Signals(-rc).name}"
         if i in self.streams and rc == 255:  # ssh's own failure: the connection, not the worker
-            tail = [ln for ln in self.logs[i].read_text(errors="replace").splitlines() if ln.strip()][-1:]
-            return f"ssh to {self.placement.where} failed: {tail[0].strip() if tail else 'exit 255'}"
+            return f"ssh to {self.placement.where} failed: {self._last_log_line(i) or 'exit 255'}"
         if i in self.streams and rc > 128 and rc - 128 in signal.valid_signals():  # ssh_worker: 128 + N
             return f"killed by {signal.Signals(rc - 128).name} on {self.placement.where}"
         return f"exited with {rc}"
+
+    def _last_log_line(self, i: int) -> str:
+        lines = [ln.strip() for ln in self.logs[i].read_text(errors="replace").splitlines() if ln.strip()]
+        return lines[-1] if lines else ""
 
     def records(self) -> list[RequestRecord]:
         """Records written so far (flushed every `flush_s`)."""

@@ -50,7 +50,7 @@ def test_what_an_ssh_worker_sends_lands_in_the_run_directory_as_it_wrote_it(tmp_
     sent += b"R ../../evil.jsonl {}\nR notes.txt {}\n"  # never written outside the run's records
     stream = RecordStream(io.BytesIO(b"S load-1\n" + sent), local)
     stream.run()
-    assert stream.ready.is_set() and stream.host == "load-1"
+    assert stream.ready.is_set()
     lines = (local / "records-load-1-77.jsonl").read_text().splitlines()
     assert [json.loads(x)["id"] for x in lines] == [1, 2, 3] and json.loads(lines[2])["half written"] is True
     assert json.loads((local / "meta-load-1-77.json").read_text()) == {"cpu_s": 1.5, "wall_s": 9.0}
