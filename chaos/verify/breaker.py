@@ -237,6 +237,15 @@ def check_degrade(a: BreakerAnalysis, fault_start: float, *, within_s: float | N
 ROLLBACK_MIN_CALLS = 50
 
 
+def degrade_recovery_s(p: BreakerPolicy) -> float:
+    """The longest a degrade may keep the canary out after the fault ends (check_recovery's limit).
+
+    A rollback held for less than this cannot be told from a degrade that has not yet recovered
+    (nginx's fail_timeout ban, LiteLLM's cooldown): where no operator reset ends the scenario, a
+    rollback must be watched this long after the revert."""
+    return p.window_s + 8 * p.open_wait_s + p.reaction_allowance_s
+
+
 def check_rollback(a: BreakerAnalysis, fault_start: float, until: float) -> Move:
     """Drained in time, the window showed >= rollback_error_rate, and after the last drain the canary
     got nothing until `until` (the operator reset)."""
@@ -254,7 +263,7 @@ def check_rollback(a: BreakerAnalysis, fault_start: float, until: float) -> Move
     late = [t for t in a.canary_sends if grace <= t < until]
     if late:
         raise SLOViolation(f"breaker: forced rollback not held: {len(late)} requests reached the canary "
-                           f"before the operator reset (first at +{late[0] - fault_start:.1f}s)",
+                           f"before the operator reset or the scenario's end (first at +{late[0] - fault_start:.1f}s)",
                            limit=0, measured=len(late), window=(grace, until), evidence=a.evidence(fault_start, until))
     return final
 
@@ -272,7 +281,7 @@ def check_no_trip(a: BreakerAnalysis, start: float, end: float) -> None:
 def check_recovery(a: BreakerAnalysis, fault_end: float, within_s: float | None = None) -> Move | None:
     """After the fault, the canary's share comes back within the allowance and stays back."""
     p = a.policy
-    limit = within_s if within_s is not None else p.window_s + 8 * p.open_wait_s + p.reaction_allowance_s
+    limit = within_s if within_s is not None else degrade_recovery_s(p)
     # until one window after the fault the breaker's window still holds calls made during it, so
     # a drain then is still the fault's doing; flapping is a drain after the window is clean
     settled = fault_end + p.window_s

@@ -19,7 +19,7 @@ from chaos.errors import SLOViolation
 from chaos.load.records import RequestRecord
 from chaos.env.model import BreakerPolicy
 from chaos.verify.breaker import (BreakerAnalysis, analyze, check_degrade, check_no_trip, check_rollback,
-                                  verify_breaker)
+                                  degrade_recovery_s, verify_breaker)
 from chaos.verify.verdict import Verdict
 
 
@@ -101,7 +101,7 @@ def spec_vs_observed(attempts: Sequence[RequestRecord], clients: Sequence[Reques
           "-" if obs.share_during is None else f"{obs.share_during:.0%} (baseline {obs.baseline_share:.0%})", None,
           "median share of upstream attempts from the drain to the fault's end")
     recover = ("n/a" if expect == "none" else "held until operator reset" if expect == "rollback"
-               else f"<= {p.window_s + 8 * p.open_wait_s + p.reaction_allowance_s:g}")
+               else f"<= {degrade_recovery_s(p):g}")
     v.add("recover_s", recover, "-" if obs.recover_s is None else obs.recover_s, None, "fault end -> canary restored")
     v.add("flaps", "0" if expect != "degrade" else f"<= {2 * (1 + math.ceil((t1 - t0) / max(p.open_wait_s, 1.0)))}",
           obs.flaps, None, f"returned during the fault: {obs.returns_during_fault}")

@@ -1,6 +1,7 @@
 """The spec-vs-observed table on crafted traffic: the tier a gateway reached, or what it did instead."""
 from __future__ import annotations
 
+from chaos.verify.breaker import degrade_recovery_s
 from chaos.verify.breaker_table import spec_vs_observed
 from chaos.verify.upstream import upstream_attempts
 from tests.gateway.test_gateway_verdict import FAULT, POLICY, T0, fixed_share, traffic
@@ -64,6 +65,22 @@ def test_a_passive_ejector_is_a_degrade_that_comes_back_not_a_rollback():
                                   until=T0 + 75, gateway="nginx")
     assert not v.ok and seen.tier == "degrade" and seen.returns_during_fault >= 1, seen
     assert "came back" in v.row("tier").measured and "not held" in v.row("tier").detail
+
+
+def test_a_timed_ban_is_told_from_a_rollback_only_when_watched_past_a_degrades_recovery():
+    """CI, nginx: a 10 s ban that began 5 s before the revert outlasted a 7.5 s watch, and a gateway
+    with no reset passed for a rollback. Watched for degrade_recovery_s after the revert (what the
+    breaker suite does where no operator reset ends the scenario), the same traffic fails."""
+    def bans(t, rng):  # two fail_timeout bans, the second still on when the fault ends (at 60)
+        return "stable" if 22 <= t < 32 or 55 <= t < 65 else fixed_share(t, rng)
+    records = traffic(0.04, bans, until=FAULT[1] - T0 + degrade_recovery_s(POLICY) + 5)
+    short, seen, _ = spec_vs_observed(records, [], POLICY, expect="rollback", fault=FAULT, until=FAULT[1] + 3,
+                                      gateway="nginx")
+    assert short.ok and seen.tier == "rollback", seen  # the blind spot: the watch ended inside the ban
+    v, seen, _ = spec_vs_observed(records, [], POLICY, expect="rollback", fault=FAULT,
+                                  until=FAULT[1] + degrade_recovery_s(POLICY), gateway="nginx")
+    assert not v.ok and seen.tier == "degrade" and seen.recover_s is not None, seen
+    assert "not held" in v.row("tier").detail
 
 
 def test_upstream_attempts_from_fault_proxy_lines():
