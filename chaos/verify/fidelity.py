@@ -113,7 +113,7 @@ def observe(base_url: str, model: str, max_model_len: int) -> dict[str, Shape]:
     return {name: probe(base_url) for name, probe in probes(model, max_model_len).items()}
 
 
-MEASURED = {"seconds"}  # raw figures a probe reports for the reader; they vary run to run, never compared
+MEASURED = {"seconds", "evidence"}  # raw figures and facts a probe reports for the reader; never compared
 
 
 def diff(reference: dict[str, Shape], observed: dict[str, Shape]) -> list[tuple[str, str, Any, Any]]:

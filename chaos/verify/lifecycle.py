@@ -71,16 +71,37 @@ def frozen_rank(target: Any, url: str, model: str) -> Shape:
     pid = ranks[-1]
     target.signal(pid, signal.SIGSTOP)
     try:
+        state = _settled_state(target, pid, "T")
         health = _status(url)
         completion = _completion(url, model, timeout=4.0)
+        state_after = target.proc_state(pid)
     finally:
         target.signal(pid, signal.SIGCONT)
+    if state != "T":  # the probe did not freeze anything: say so, never "it served while frozen"
+        completion = f"rank {pid} not stopped (state {state})"
+    # what a reader needs when a completion came back from a "frozen" replica (CI saw it once)
+    evidence = {"ranks": ranks, "frozen": pid, "state": state, "state_after": state_after}
+    if completion != "hangs":
+        evidence["processes"] = target.processes() if hasattr(target, "processes") else None
+        evidence["log"] = target.logs(15) if hasattr(target, "logs") else None
     deadline = time.monotonic() + 30
     after = _completion(url, model, timeout=10.0)
     while after != 200 and time.monotonic() < deadline:
         time.sleep(0.5)
         after = _completion(url, model, timeout=10.0)
-    return {"health_while_frozen": health, "completion_while_frozen": completion, "serves_after_resume": after == 200}
+    return {"health_while_frozen": health, "completion_while_frozen": completion, "serves_after_resume": after == 200,
+            "evidence": evidence}
+
+
+def _settled_state(target: Any, pid: int, want: str, within_s: float = 2.0) -> str | None:
+    """The process's state once it reads `want`, or whatever it reads after `within_s` (a signal is
+    acted on when its threads next run, which on a loaded machine is not at once)."""
+    deadline = time.monotonic() + within_s
+    state = target.proc_state(pid)
+    while state != want and time.monotonic() < deadline:
+        time.sleep(0.01)
+        state = target.proc_state(pid)
+    return state
 
 
 def engine_death(target: Any, url: str, kill_engine: Callable[[], None], wait_s: float = 30.0) -> Shape:

@@ -133,3 +133,27 @@ def test_tp_connect_through_a_cuttable_link(sim_factory) -> None:  # noqa: ANN00
     finally:
         stop.set()
         srv.close()
+
+
+def test_a_self_connected_dial_is_not_taken_for_a_rank(monkeypatch) -> None:  # noqa: ANN001
+    """Dialling a rank port nobody listens on yet can get that very port as its source: the socket
+    then echoes every step itself, and the "rank" never freezes. The dial must refuse it."""
+    import asyncio
+
+    from chaos.stack.sim import tp
+    real_open = asyncio.open_connection
+
+    async def self_connected(host: str, port: int):  # what connect() returns when the kernel picks `port`
+        s = socket.socket()
+        s.bind((host, port))
+        s.connect((host, port))
+        return await real_open(sock=s)
+
+    async def dial() -> tuple[bool, object]:
+        port = free_port()
+        group = tp.RankGroup([port], [("127.0.0.1", port)], 1.0, lambda lines: None)
+        monkeypatch.setattr(tp.asyncio, "open_connection", self_connected)
+        return await group._dial(group.links[0]), group.links[0].writer
+
+    took, writer = asyncio.run(dial())
+    assert not took and writer is None

@@ -74,6 +74,12 @@ class RankGroup:
             reader, writer = await asyncio.open_connection(*ln.connect)
         except OSError:
             return False
+        sock = writer.get_extra_info("socket")
+        if sock is not None and sock.getsockname() == sock.getpeername():
+            # TCP self-connect: dialling a port nobody listens on yet can pick that very port as
+            # the source, and the socket then echoes itself: a "rank" that never freezes or dies
+            writer.close()
+            return False
         ln.writer = writer
         ln.task = asyncio.get_running_loop().create_task(self._read(ln, reader))
         return True
