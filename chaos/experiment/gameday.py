@@ -1,6 +1,10 @@
 """`chaos gameday --plan`: a plan's experiments in order against an environment, with a live view,
 the journal, Allure results, an abort guard and an emergency stop.
 
+A release stage (`release:` with a `gate:`) sets the reference gateway's gray release for its hold
+and puts the previous one back at its end; a stage whose gate fails ends the plan there, so stage
+2 never starts on a canary that failed the shadow comparison.
+
 An embedded environment's stack is started here (and its targets are then ours to hurt) and taken
 down at the end. Each experiment runs its own load (the environment's profile, the plan's
 overrides). An ABORTED or STOPPED experiment ends the game day: the next one never starts, and the
@@ -60,6 +64,18 @@ class GameDay:
                                 run_id=f"gameday-{self.env.name}")
         return fault.using(Policy.for_env(self.env, allow_destructive=self.allow_destructive))
 
+    def make_release(self, spec: Any) -> Any:
+        from chaos.faults.base import Policy
+        from chaos.faults.gateway import release_stage
+
+        return release_stage(self.env, canary_weight=spec.canary_weight, mirror=spec.mirror, admit=spec.admit).using(
+            Policy.for_env(self.env, allow_destructive=self.allow_destructive))
+
+    def make_gate(self, x: Any, window_s: float) -> list[Any]:
+        from chaos.experiment.gates import gate_verdicts
+
+        return gate_verdicts(self.env, x.release, x.gate, window_s)
+
     def make_load(self, overrides: dict[str, Any], seconds: float, name: str) -> Any:
         from chaos.load.runner import start_load
 
@@ -89,14 +105,18 @@ class GameDay:
             with view:
                 self._start_stack()
                 built = experiments(self.plan, self.env, make_fault=self.make_fault, make_load=self.make_load,
-                                    path=self.plan_path)
-                for exp in built:
+                                    path=self.plan_path, make_release=self.make_release, make_gate=self.make_gate)
+                for spec, exp in zip(self.plan.experiments, built):
                     run = exp.run(bus=self.bus, stop=stop)
                     self.runs.append(run)
-                    if run.status in ENDS_THE_DAY:
+                    # a release stage that fails its gate was rolled back (its revert) and gates the rest
+                    gated = spec.gate is not None and run.status is not Status.PASSED
+                    if run.status in ENDS_THE_DAY or gated:
+                        why = f"{run.name} failed its gate (rolled back)" if gated and run.status not in ENDS_THE_DAY \
+                            else f"{run.name} ended {run.status.value}"
                         for rest in self.plan.experiments[len(self.runs):]:
                             self.bus.publish(ev.ExperimentEnded(t=time.time(), experiment=rest.name, status="NOT STARTED",
-                                                                reason=f"{run.name} ended {run.status.value}"))
+                                                                reason=why))
                         break
         finally:
             undo_signals()

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from chaos.errors import ConfigError
 from chaos.experiment.hypothesis import Hypothesis, error_rate_below, goodput_above, p99_below
@@ -69,16 +69,45 @@ class Until(_Strict):
     recovered_within_s: float = Field(..., gt=0)
 
 
+class PlanRelease(_Strict):
+    """A gray-release stage on the reference gateway: the canary's weight, the shadow share, and the
+    request attributes (by header) it may serve; the release before it is restored at the end."""
+
+    canary_weight: float = Field(..., ge=0, le=1)
+    mirror: float = Field(0.0, ge=0, le=1, description="share of stable-served requests copied to the canary")
+    admit: dict[str, list[str]] | None = None
+
+
+class PlanGate(_Strict):
+    """What a release stage must show before the next one starts (chaos.verify.release); a stage
+    that fails its gate is rolled back and ends the plan."""
+
+    max_diff_score: float = Field(0.01, gt=0, le=1)
+    max_error_rate_delta: float = Field(0.01, ge=0, le=1)
+    max_p99_ratio: float = Field(1.5, ge=1)
+    min_pairs: int = Field(50, ge=1, description="shadow pairs (shadow stage) or canary answers (live stage)")
+
+
 class PlanExperiment(_Strict):
-    """One experiment of the plan."""
+    """One experiment of the plan: a fault, or a release stage with its gate."""
 
     name: str = Field(..., min_length=1)
     fault: PlanFault | None = None
+    release: PlanRelease | None = None
+    gate: PlanGate | None = None
     hold_s: float = Field(30.0, gt=0)
     until: Until | None = None
     hypothesis: PlanHypothesis | None = None
     window_s: float | None = Field(None, gt=0)
     load: dict[str, Any] = Field(default_factory=dict, description="overrides of the environment's load profile")
+
+    @model_validator(mode="after")
+    def _one_method(self) -> "PlanExperiment":
+        if self.fault is not None and self.release is not None:
+            raise ValueError("give a fault or a release stage, not both")
+        if self.gate is not None and self.release is None:
+            raise ValueError("a gate judges a release stage: give `release` too")
+        return self
 
 
 class Plan(_Strict):
@@ -128,7 +157,8 @@ def parse_plan(text: str, source: str | Path) -> Plan:
         loc = tuple(err["loc"])
         line = _line_of(node, loc if err["type"] != "missing" else loc[:-1])
         field = ".".join(str(p) for p in loc) or "(top level)"
-        what = {"missing": "required field is missing", "extra_forbidden": "unknown field"}.get(err["type"], err["msg"])
+        what = {"missing": "required field is missing", "extra_forbidden": "unknown field"}.get(
+            err["type"], str(err["msg"]).removeprefix("Value error, "))
         raise ConfigError(f"{path}{f':{line}' if line else ''}: {field}: {what}") from None
 
 
@@ -142,21 +172,32 @@ def load_plan(path: str | Path) -> Plan:
 
 
 def experiments(plan: Plan, env: Any, *, make_fault: Callable[[PlanFault], Any],
-                make_load: Callable[[dict[str, Any], float, str], Any], path: str | Path = "plan") -> list[Experiment]:
+                make_load: Callable[[dict[str, Any], float, str], Any], path: str | Path = "plan",
+                make_release: Callable[[PlanRelease], Any] | None = None,
+                make_gate: Callable[[PlanExperiment, float], list[Callable[..., Any]]] | None = None) -> list[Experiment]:
     """The plan's Experiments against `env`; `make_fault` builds a fault (a ConfigError names the
-    experiment), `make_load(overrides, seconds, name)` starts the load of one experiment."""
+    experiment), `make_load(overrides, seconds, name)` starts the load of one experiment,
+    `make_release` a release stage and `make_gate(experiment, window_s)` its gate's verdicts."""
     out = []
     for i, x in enumerate(plan.experiments):
         window = x.window_s or plan.window_s
+        verdicts: list[Callable[..., Any]] = []
         try:
-            fault = make_fault(x.fault) if x.fault is not None else None
+            if x.release is not None:
+                if make_release is None:
+                    raise ConfigError("release stages are not supported here")
+                fault = make_release(x.release)
+                verdicts = make_gate(x, window) if (x.gate is not None and make_gate is not None) else []
+            else:
+                fault = make_fault(x.fault) if x.fault is not None else None
         except ConfigError as e:
-            raise ConfigError(f"{path}: experiments[{i}] ({x.name}): fault: {e}") from None
+            what = "release" if x.release is not None else "fault"
+            raise ConfigError(f"{path}: experiments[{i}] ({x.name}): {what}: {e}") from None
         seconds = window + x.hold_s + (x.until.recovered_within_s if x.until else window) + 30.0
         overrides = {**plan.load, **x.load}
         out.append(Experiment(
             x.name, fault=fault, hold_s=x.hold_s, hypothesis=(x.hypothesis or plan.hypothesis).build(),
             window_s=window, until=recovered(x.until.recovered_within_s) if x.until else None,
-            abort=AbortLimits.from_env(env, window_s=window),
+            abort=AbortLimits.from_env(env, window_s=window), verdicts=verdicts,
             load=lambda o=overrides, s=seconds, n=x.name: make_load(o, s, n)))
     return out

@@ -15,7 +15,9 @@ from chaos.faults.tokens import TokenRef
 class GatewayConfigFault(Fault):
     """Change gateway settings (canary_weight, misroute_fraction) and put the old values back on revert."""
 
-    def __init__(self, admin_url: str, token: TokenRef | None, changes: dict[str, float], restore: dict[str, float],
+    path, state_path = "/admin/config", "/admin/state"
+
+    def __init__(self, admin_url: str, token: TokenRef | None, changes: dict[str, Any], restore: dict[str, Any],
                  **kw: Any) -> None:
         super().__init__(**kw)
         if set(changes) != set(restore):
@@ -42,33 +44,61 @@ class GatewayConfigFault(Fault):
                              fault=self.kind) from None
 
     def _preflight(self) -> None:
-        self._call("GET", "/admin/state")
+        self._call("GET", self.state_path)
 
     def _plan(self) -> list[str]:
-        return [f"POST {self.admin_url}/admin/config {self.changes}"]
+        return [f"POST {self.admin_url}{self.path} {self.changes}"]
 
     def _undo(self) -> list[dict[str, Any]]:
-        return [_undo.http("POST", f"{self.admin_url}/admin/config", body=self.restore,
+        return [_undo.http("POST", f"{self.admin_url}{self.path}", body=self.restore,
                            auth=self.token.describe() if self.token else None)]
 
     def _apply(self) -> None:
-        self._call("POST", "/admin/config", self.changes)
+        self._call("POST", self.path, self.changes)
 
     def _check(self) -> None:
-        state = self._call("GET", "/admin/state")
+        state = self._call("GET", self.state_path)
         off = {k: state.get(k) for k, want in self.changes.items() if state.get(k) != want}
         if off:
             raise FaultNotEffective(f"gateway reports {off}, not {self.changes}", fault=self.kind)
         self.evidence.update({k: state.get(k) for k in self.changes})
 
     def _unapply(self) -> None:
-        self._call("POST", "/admin/config", self.restore)
+        self._call("POST", self.path, self.restore)
+
+
+class ReleaseStage(GatewayConfigFault):
+    """A gray-release stage on the reference gateway (`POST /admin/release`): the canary's weight,
+    the shadow share and the request attributes it may serve; the release before it comes back on
+    revert (the rollback when a stage fails its gate)."""
+
+    path, state_path = "/admin/release", "/admin/release"
+
+    def __init__(self, admin_url: str, token: TokenRef | None, *, canary_weight: float, mirror: float = 0.0,
+                 admit: dict[str, list[str]] | None = None, restore_weight: float, **kw: Any) -> None:
+        admit = None if admit is None else {h.lower(): sorted(v) for h, v in admit.items()}
+        super().__init__(admin_url, token, {"canary_weight": canary_weight, "mirror": mirror, "admit": admit},
+                         {"canary_weight": restore_weight, "mirror": 0.0, "admit": None}, **kw)
+        self.kind = "release-stage"
+
+
+def _token(env: Any) -> TokenRef | None:
+    gw = env.gateway
+    return TokenRef(config=(env.source, "gateway.admin_token")) if gw is not None and gw.admin_token else None
+
+
+def release_stage(env: Any, *, canary_weight: float, mirror: float = 0.0,
+                  admit: dict[str, list[str]] | None = None) -> ReleaseStage:
+    """One stage of a gray release on the environment's reference gateway."""
+    if not env.endpoints.gateway_admin:
+        raise FaultError("a release stage needs the reference gateway's admin API (endpoints.gateway_admin)",
+                         fault="release-stage")
+    return ReleaseStage(env.endpoints.gateway_admin, _token(env), canary_weight=canary_weight, mirror=mirror,
+                        admit=admit, restore_weight=env.breaker.canary_weight)
 
 
 def misroute(env: Any, fraction: float, *, canary_weight: float = 0.0) -> GatewayConfigFault:
     """Send `fraction` of requests to the wrong pool (with the canary's weight set to `canary_weight`)."""
-    gw = env.gateway
-    token = TokenRef(config=(env.source, "gateway.admin_token")) if gw is not None and gw.admin_token else None
-    return GatewayConfigFault(env.endpoints.gateway_admin, token,
+    return GatewayConfigFault(env.endpoints.gateway_admin, _token(env),
                               {"canary_weight": canary_weight, "misroute_fraction": fraction},
                               {"canary_weight": env.breaker.canary_weight, "misroute_fraction": 0.0})

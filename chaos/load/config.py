@@ -53,6 +53,10 @@ class LoadConfig:
     step_s: float = 5.0
     workers: int = 1                      # number of processes sharing the rate (set by the runner)
     flush_s: float = 0.5                  # how often records reach the file
+    # request attributes a gateway routes on (gray release: region, business line, user tier): header
+    # -> {value: weight}; each logical request draws one value per header and carries it on every attempt
+    attributes: dict[str, dict[str, float]] = field(default_factory=dict)
+    temperature: float | None = None      # sent when set: 0 makes answers comparable (shadow diff)
 
     def validate(self) -> "LoadConfig":
         if self.api not in ("chat", "completions"):
@@ -71,6 +75,13 @@ class LoadConfig:
             raise ConfigError("load config 'prompts_file': the file workload needs a JSONL file of {\"prompt\": ...}")
         if self.retry is not None:
             self.retry_policy()
+        for header, values in self.attributes.items():
+            if not isinstance(values, dict) or not values or any(
+                    not isinstance(w, (int, float)) or w < 0 for w in values.values()) or sum(values.values()) <= 0:
+                raise ConfigError(f"load config 'attributes.{header}': expected {{value: weight}} with "
+                                  f"non-negative weights and a positive sum, got {values!r}")
+        if self.temperature is not None and not 0 <= self.temperature <= 2:
+            raise ConfigError(f"load config 'temperature': expected 0-2, got {self.temperature!r}")
         return self
 
     def retry_policy(self):  # -> RetryPolicy | None

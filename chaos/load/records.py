@@ -49,6 +49,7 @@ class RequestRecord:
     final: bool = True              # False when the client will retry this logical request
     outcome: str | None = None      # on final records: succeeded | failed | rejected
     finish_reason: str | None = None  # the stream's (or answer's) last finish_reason
+    attrs: dict[str, str] | None = None  # the request attributes it carried (load.attributes), by header
 
     @property
     def ok(self) -> bool:

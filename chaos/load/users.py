@@ -66,6 +66,7 @@ class LLMUser(FastHttpUser):
         self.cfg = c.cfg
         self.path = PATHS[c.cfg.api]
         self.backoff = c.backoff(random.Random(f"{c.cfg.seed}-{id(self)}"))
+        self.rng = random.Random(f"{c.cfg.seed}-attrs-{id(self)}")
         self.base_headers = {"content-type": "application/json", "accept": "text/event-stream"}
         if c.cfg.api_key:
             self.base_headers["authorization"] = f"Bearer {c.cfg.api_key}"
@@ -94,10 +95,11 @@ class LLMUser(FastHttpUser):
         started = _perf()
         attempt = 1
         payload = body(prompt, api=self.cfg.api, model=self.cfg.model, max_tokens=self.cfg.max_tokens,
-                       stream=self.cfg.stream, ignore_eos=self.cfg.ignore_eos)
+                       stream=self.cfg.stream, ignore_eos=self.cfg.ignore_eos, temperature=self.cfg.temperature)
+        attrs = self.draw_attributes()
         while True:
             try:
-                rec, retry_after = self.attempt(rid, attempt, prompt, payload)
+                rec, retry_after = self.attempt(rid, attempt, prompt, payload, attrs)
             except gevent.GreenletExit:
                 if attempt > 1:  # its earlier attempts are recorded: the logical request still ends exactly once
                     self.ctx.emit(RequestRecord(
@@ -127,13 +129,23 @@ class LLMUser(FastHttpUser):
                 self.ctx.emit(rec)
             attempt += 1
 
-    def attempt(self, rid: str, attempt: int, prompt: Prompt, payload: bytes) -> tuple[RequestRecord, float | None]:
+    def draw_attributes(self) -> dict[str, str] | None:
+        """One value per attribute header, drawn by weight (each user its own random stream)."""
+        if not self.cfg.attributes:
+            return None
+        return {h: self.rng.choices(list(vals), weights=list(vals.values()))[0]
+                for h, vals in self.cfg.attributes.items()}
+
+    def attempt(self, rid: str, attempt: int, prompt: Prompt, payload: bytes,
+                attrs: dict[str, str] | None = None) -> tuple[RequestRecord, float | None]:
         """One HTTP attempt; returns its record and any Retry-After seconds."""
         cfg = self.cfg
         rec = RequestRecord(request_id=rid, attempt=attempt, t_send=0.0, prompt_tokens=prompt.tokens,
-                            model_asked=cfg.model, prompt_class=prompt.prompt_class)
+                            model_asked=cfg.model, prompt_class=prompt.prompt_class, attrs=attrs)
         headers = dict(self.base_headers)
         headers["x-request-id"] = rid
+        if attrs:
+            headers.update(attrs)
         rec.t_send = _wall()
         t0 = _perf()
         resp = self.client.request("POST", self.path, data=payload, headers=headers, stream=True,

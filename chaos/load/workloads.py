@@ -52,9 +52,11 @@ class Prompt:
 
 
 def body(prompt: Prompt, *, api: str, model: str, max_tokens: int, stream: bool = True,
-         ignore_eos: bool = False) -> bytes:
+         ignore_eos: bool = False, temperature: float | None = None) -> bytes:
     """The JSON body of an OpenAI-compatible chat or completions request."""
     d: dict = {"model": model, "max_tokens": max_tokens, "stream": stream}
+    if temperature is not None:
+        d["temperature"] = temperature
     if ignore_eos:  # a vLLM extension: fixed-length answers, as `vllm bench serve --ignore-eos` sends
         d["ignore_eos"] = True
     if api == "chat":

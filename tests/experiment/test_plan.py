@@ -29,6 +29,11 @@ experiments:
     ("name: x\nexperiments: [\n", "plan.yaml:3: YAML syntax error"),
     ("- just\n- a list\n", "plan.yaml: expected a mapping with 'name' and 'experiments', found list"),
     (GOOD + "hypothesis: {error_rate_below: 2}\n", "plan.yaml:6: hypothesis.error_rate_below: Input should be less"),
+    (GOOD + "    release: {canary_weight: 0.1}\n", "plan.yaml:3: experiments.0: give a fault or a release stage, not both"),
+    (GOOD + "    gate: {min_pairs: 5}\n", "plan.yaml:3: experiments.0: a gate judges a release stage: give `release` too"),
+    (GOOD.replace("    fault: {kind: http-error, target: replica-c, status: 500, fraction: 0.02}",
+                  "    release: {canary_weight: 0, mirror: 1.5}"),
+     "plan.yaml:4: experiments.0.release.mirror: Input should be less than or equal to 1"),
 ])
 def test_a_bad_plan_is_one_line_naming_file_line_and_field(text, expected):
     with pytest.raises(ConfigError) as e:
@@ -52,3 +57,12 @@ def test_the_shipped_plans_load_and_name_what_their_environment_has(plan, env, m
     for x in p.experiments:
         assert x.fault is not None and (x.fault.target or x.fault.proxy) in names, (x.name, names)
         assert (x.hypothesis or p.hypothesis).build().probes
+
+
+def test_the_gray_release_plan_gates_every_stage_and_admits_vip_nowhere():
+    p = load_plan(REPO / "examples" / "gameday" / "gray-release.yaml")
+    assert all(x.release is not None and x.gate is not None for x in p.experiments)
+    shadow, *live = p.experiments
+    assert shadow.release.canary_weight == 0 and shadow.release.mirror > 0
+    tiers = p.load["attributes"]["x-user-tier"]
+    assert "vip" in tiers and all(x.release.admit and "vip" not in x.release.admit["x-user-tier"] for x in live)

@@ -16,7 +16,7 @@ OOM_MSG = "CUDA out of memory. Tried to allocate 2.00 GiB"
 
 
 class Upstream:
-    """Modes: ok, http500, oom500, oom_chunk, cut, no_finish, duplicate, slow. Keeps what it received."""
+    """Modes: ok, http500, oom500, oom_chunk, cut, no_finish, duplicate, other_answer, slow. Keeps what it received."""
 
     def __init__(self, name: str, mode: str = "ok") -> None:
         self.name, self.mode = name, mode
@@ -46,6 +46,8 @@ class Upstream:
                 c = b"data: " + json.dumps({"error": {"message": OOM_MSG, "code": 500}}).encode() + b"\n\n"
             if self.mode == "no_finish" and i == 1:
                 c = NO_FINISH
+            if self.mode == "other_answer" and i == 1:  # another model's answer to the same prompt
+                c = c.replace(b'"llo"', b'"y there"')
             if self.mode == "duplicate" and i == 0:
                 await resp.write(c)
             if i == 2:

@@ -5,6 +5,9 @@ Admin (JSON; `Authorization: Bearer <token>` when a token is configured):
     POST /admin/reset     {"pool": P?}     close P (or every pool): ends a degrade or a forced rollback
     POST /admin/force     {"pool": P, "state": "open"|"forced_open"}
     POST /admin/config    {"canary_weight": w?, "misroute_fraction": f?}
+    GET  /admin/release                    the gray-release stage: canary_weight, mirror, admit
+    POST /admin/release   {"canary_weight": w?, "mirror": m?, "admit": {header: [values]} | null?}
+    GET  /admin/mirror?since=EPOCH         shadow pairs (stable's and canary's answers) since then
     GET  /gateway/health                   200 while the gateway runs (no token)
 Metrics: chaos_gateway_pool_state{pool} = 0 closed, 1 half-open, 2 open (degraded),
 3 forced open (rolled back); chaos_gateway_transitions_total{pool,from,to};
@@ -24,6 +27,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from chaos.stack.gateway.breaker import Transition
 from chaos.stack.gateway.policy import POOLS, GatewayPolicy
+from chaos.stack.gateway.release import Release, ReleaseError
 
 STATE_METRIC = "chaos_gateway_pool_state"
 
@@ -94,6 +98,8 @@ class Admin:
     def routes(self) -> list[web.RouteDef]:
         return [web.get("/admin/state", self.state), web.post("/admin/reset", self.reset),
                 web.post("/admin/force", self.force), web.post("/admin/config", self.config),
+                web.get("/admin/release", self.release), web.post("/admin/release", self.release),
+                web.get("/admin/mirror", self.mirror),
                 web.get("/gateway/health", self.health), web.get("/metrics", self.prometheus)]
 
     def _authorized(self, request: web.Request) -> bool:
@@ -154,6 +160,34 @@ class Admin:
                                              content_type="application/json")
                 setattr(self.policy, key, float(value))
         return self._ok(self.policy.snapshot())
+
+    def _release_view(self) -> dict:
+        return {"canary_weight": self.policy.canary_weight, **self.policy.release.to_json()}
+
+    async def release(self, request: web.Request) -> web.Response:
+        data = await self._json(request)
+        if request.method == "POST":
+            weight = data.get("canary_weight", self.policy.canary_weight)
+            try:
+                if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight <= 1:
+                    raise ReleaseError("canary_weight must be a number in [0, 1]")
+                unknown = sorted(set(data) - {"canary_weight", "mirror", "admit"})
+                if unknown:
+                    raise ReleaseError(f"unknown field(s) {unknown}; expected canary_weight, mirror, admit")
+                release = Release.from_json(data, self.policy.release)
+            except ReleaseError as e:
+                raise web.HTTPBadRequest(text=json.dumps({"error": str(e)}), content_type="application/json") from None
+            self.policy.release, self.policy.canary_weight = release, float(weight)
+        return self._ok(self._release_view())
+
+    async def mirror(self, request: web.Request) -> web.Response:
+        await self._json(request)
+        try:
+            since = float(request.query.get("since", "0"))
+        except ValueError:
+            raise web.HTTPBadRequest(text='{"error": "since must be epoch seconds"}',
+                                     content_type="application/json") from None
+        return self._ok({"pairs": self.policy.mirrors.since(since)})
 
     async def health(self, request: web.Request) -> web.Response:
         return self._ok({"status": "ok"})

@@ -22,6 +22,7 @@ from typing import Callable, Iterable
 
 from chaos.env.model import BreakerPolicy
 from chaos.stack.gateway.breaker import NORMAL, PROBE, STATE_CODES, RateBreaker, SlidingWindow, State, Transition
+from chaos.stack.gateway.release import MirrorLog, Release
 
 STABLE, CANARY = "stable", "canary"
 POOLS = (STABLE, CANARY)
@@ -118,6 +119,8 @@ class GatewayPolicy:
         self.transitions: deque[Transition] = deque(maxlen=1000)
         self.listeners: list[Callable[[Transition], None]] = []
         self.pools = {n: PoolGuard(n, policy, clock, wall, self._on_transition) for n in POOLS}
+        self.release = Release()  # gray release: who the canary may serve, and the shadow share
+        self.mirrors = MirrorLog()
         self._lock = threading.RLock()
 
     def _on_transition(self, tr: Transition) -> None:
@@ -129,20 +132,26 @@ class GatewayPolicy:
         return self.pools[pool].breaker.state
 
     # -- routing -----------------------------------------------------------------------------
-    def route(self, present: Iterable[str] = POOLS) -> tuple[str, str | None]:
-        """Pick the pool for one request and the breaker permit it carries (None: not counted)."""
+    def route(self, present: Iterable[str] = POOLS, *, canary_ok: bool = True) -> tuple[str, str | None]:
+        """Pick the pool for one request and the breaker permit it carries (None: not counted);
+        `canary_ok` False: the release does not admit this request to the canary."""
         have = set(present)
         with self._lock:
             if have == {CANARY}:
                 return CANARY, self._observe_permit(CANARY)
             pool, permit = STABLE, self._observe_permit(STABLE)
-            if CANARY in have and self.rng.random() < self.canary_weight:
+            if CANARY in have and canary_ok and self.rng.random() < self.canary_weight:
                 got = self.pools[CANARY].breaker.acquire()
                 if got is not None:
                     pool, permit = CANARY, got
             if self.misroute_fraction and len(have) == 2 and self.rng.random() < self.misroute_fraction:
                 return (CANARY if pool == STABLE else STABLE), None
             return pool, permit
+
+    def mirror_this(self) -> bool:
+        """Whether to copy one stable-served request to the canary (the release's shadow share)."""
+        with self._lock:
+            return self.release.mirror > 0 and self.rng.random() < self.release.mirror
 
     def _observe_permit(self, pool: str) -> str:
         return PROBE if self.pools[pool].breaker.state is State.HALF_OPEN else NORMAL
@@ -234,7 +243,7 @@ class GatewayPolicy:
                     entry["rollback_window"] = _stats(g.rollback.stats(self.clock()))
                 pools[n] = entry
             trs = [{**asdict(t), "src": t.src.value, "dst": t.dst.value} for t in list(self.transitions)[-100:]]
-            return {"pools": pools, "canary_weight": self.canary_weight,
+            return {"pools": pools, "canary_weight": self.canary_weight, "release": self.release.to_json(),
                     "canary_share": self.effective_canary_share(), "misroute_fraction": self.misroute_fraction,
                     "transitions": trs}
 

@@ -24,7 +24,8 @@ from multidict import CIMultiDict
 
 from chaos.resilience.signing import NonceCache, SignatureError, verify
 from chaos.stack.gateway.normalize import normalize_body
-from chaos.stack.gateway.policy import POOLS, STABLE, GatewayPolicy, is_oom
+from chaos.stack.gateway.policy import CANARY, POOLS, STABLE, GatewayPolicy, is_oom
+from chaos.stack.gateway.release import MIRROR_HEADER, TEXT_LIMIT, answer_text
 from chaos.stack.gateway.streamcheck import StreamCheck
 
 log = logging.getLogger("chaos.gateway")
@@ -65,6 +66,7 @@ class Proxy:
         self.normalize = normalize
         self.metrics = metrics
         self.session: aiohttp.ClientSession | None = None
+        self._shadows: set[asyncio.Task] = set()  # mirrored calls in flight (a task needs a reference)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
@@ -81,10 +83,47 @@ class Proxy:
         if inference and self.normalize:
             body = normalize_body(body)
         if inference:
-            pool, permit = self.policy.route(self.present)
+            pool, permit = self.policy.route(self.present, canary_ok=self.policy.release.admits(request.headers))
         else:
             pool, permit = (STABLE if STABLE in self.present else next(iter(self.present))), None
-        return await self._forward(request, body, rid, pool, permit)
+        shadow = inference and pool == STABLE and CANARY in self.present and self.policy.mirror_this()
+        if not shadow:
+            return await self._forward(request, body, rid, pool, permit)
+        answer, t0 = bytearray(), time.monotonic()
+        resp = await self._forward(request, body, rid, pool, permit, answer)
+        # after the user's answer is complete: the shadow call never delays or changes it
+        task = asyncio.get_running_loop().create_task(self._mirror(
+            request, body, rid, {"status": resp.status, "latency_s": round(time.monotonic() - t0, 4),
+                                 "replica": resp.headers.get("x-served-by", ""), "answer": bytes(answer)}))
+        self._shadows.add(task)
+        task.add_done_callback(self._shadows.discard)
+        return resp
+
+    async def _mirror(self, request: web.Request, body: bytes, rid: str, stable: dict) -> None:
+        """Send the same request to the canary, keep both answers' texts, discard the canary's."""
+        assert self.session is not None
+        replica = self._pick(CANARY)
+        if replica is None:
+            return
+        headers = self._upstream_headers(request, rid)
+        headers[MIRROR_HEADER] = "1"
+        raw = stable.pop("answer")
+        stable["text"] = answer_text(raw, sse=raw.lstrip().startswith(b"data:"))
+        pair = {"t": time.time(), "request_id": rid, "path": request.path, "attrs": {
+            h: request.headers[h] for h in (self.policy.release.admit or {}) if h in request.headers},
+            "stable": stable}
+        t0 = time.monotonic()
+        try:
+            async with self.session.request(request.method, replica.url + request.raw_path, data=body,
+                                            headers=headers) as up:
+                data = await up.read()
+                pair["canary"] = {"replica": f"{CANARY}/{replica.name}", "status": up.status,
+                                  "latency_s": round(time.monotonic() - t0, 4),
+                                  "text": answer_text(data[:TEXT_LIMIT], sse=up.content_type.startswith("text/event-stream"))}
+        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+            pair["canary"] = {"replica": f"{CANARY}/{replica.name}", "status": None, "error": type(e).__name__,
+                              "latency_s": round(time.monotonic() - t0, 4), "text": ""}
+        self.policy.mirrors.add(pair)
 
     def _pick(self, pool: str, exclude: Replica | None = None) -> Replica | None:
         reps = [r for r in self.pools[pool] if r is not exclude]
@@ -107,7 +146,7 @@ class Proxy:
             self.metrics.request(pool, replica.name, ok, latency)
 
     async def _forward(self, request: web.Request, body: bytes, rid: str, pool: str,
-                       permit: str | None) -> web.StreamResponse:
+                       permit: str | None, answer: bytearray | None = None) -> web.StreamResponse:
         assert self.session is not None, "Proxy.session is set by the app on startup"
         replica, tried = self._pick(pool), None
         headers = self._upstream_headers(request, rid)
@@ -116,7 +155,7 @@ class Proxy:
             try:
                 async with self.session.request(request.method, replica.url + request.raw_path,
                                                 data=body, headers=headers) as up:
-                    return await self._relay(request, up, rid, pool, replica, t0, permit)
+                    return await self._relay(request, up, rid, pool, replica, t0, permit, answer)
             except RETRYABLE as e:
                 self._account(pool, replica, False, t0, permit)
                 log.warning("upstream %s/%s unreachable: %s", pool, replica.name, type(e).__name__)
@@ -136,7 +175,9 @@ class Proxy:
         return h
 
     async def _relay(self, request: web.Request, up: aiohttp.ClientResponse, rid: str, pool: str,
-                     replica: Replica, t0: float, permit: str | None) -> web.StreamResponse:
+                     replica: Replica, t0: float, permit: str | None,
+                     answer: bytearray | None = None) -> web.StreamResponse:
+        """Pass the answer on (a copy of its first TEXT_LIMIT bytes into `answer`, for a shadow pair)."""
         headers = self._response_headers(up, rid, f"{pool}/{replica.name}")
         failed_status = up.status >= 500 or up.status == 429
         if not up.content_type.startswith("text/event-stream"):
@@ -147,6 +188,8 @@ class Proxy:
                 return self._plain(502, error_json(502, f"gateway: upstream cut the response ({type(e).__name__})",
                                                    "BadGateway"), rid, f"{pool}/{replica.name}")
             self._account(pool, replica, not failed_status, t0, permit, oom=failed_status and is_oom(data))
+            if answer is not None:
+                answer += data[:TEXT_LIMIT]
             return web.Response(status=up.status, body=data, headers=headers)
         resp = web.StreamResponse(status=up.status, headers=headers)
         await resp.prepare(request)
@@ -154,6 +197,8 @@ class Proxy:
         try:
             async for chunk in up.content.iter_any():
                 check.feed(chunk)
+                if answer is not None and len(answer) < TEXT_LIMIT:
+                    answer += chunk
                 try:
                     await resp.write(chunk)
                 except ConnectionResetError:

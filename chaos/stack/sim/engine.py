@@ -97,6 +97,9 @@ class Engine:
     def submit(self, s: Stream, now: float) -> None:
         p = s.parsed
         base = TextGenerator.base_for(p.tokens)
+        drift = self.faults.get("answer-drift")
+        if drift is not None and self.faults.coin(drift["fraction"]):
+            base = (base + 7_777_777) & 0x7FFFFFFF  # another stretch of the word sequence: another answer
         eos = 1 << 30 if p.ignore_eos else TextGenerator.natural_length(base)
         max_tokens = min(p.max_tokens or (1 << 30), self.max_model_len - len(p.tokens))
         req = Request(s.rid, p.tokens, max(1, max_tokens), eos, arrival=now, gen=base, owner=s)

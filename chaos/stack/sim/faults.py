@@ -18,6 +18,7 @@ Revert: `DELETE /admin/faults/MODE` or `{"mode": MODE, "revert": true}`.
 | error-chunk | after_tokens (4), fraction (1.0) | after N tokens: `data: {"error": ...}` then [DONE] |
 | tokenizer-crash | threshold (15) | a prompt with > threshold emoji, not NFC-normalized, kills the engine |
 | leak | bytes_per_request (1048576) | each request keeps that much touched memory (RSS grows) |
+| answer-drift | fraction (1.0) | that fraction of requests get another answer than the same prompt gets elsewhere (a new model's regression, for shadow comparison) |
 
 `after` delays the death modes (seconds, real time). Non-streaming requests: truncate closes the
 connection without a response; error-chunk answers 500.
@@ -45,6 +46,7 @@ SPECS: dict[str, dict[str, tuple[type, float, float, float]]] = {
     "error-chunk": {"after_tokens": (_I, 4, 0, 1 << 20), "fraction": (_F, 1.0, 0.0, 1.0)},
     "tokenizer-crash": {"threshold": (_I, 15, 0, 1 << 20)},
     "leak": {"bytes_per_request": (_I, 1 << 20, 0, 1 << 30)},
+    "answer-drift": {"fraction": (_F, 1.0, 0.0, 1.0)},
 }
 DEATH_MODES = ("crash", "engine-death", "oom")
 
