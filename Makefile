@@ -14,7 +14,7 @@ SUITES ?= suites/
 TESTS ?= tests/
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 
-.PHONY: setup venv tools toxiproxy faultproxy allure image test gameday gameday-lab report bench clean cleanup setup-vllm setup-litellm vllm-image
+.PHONY: lint setup venv tools toxiproxy faultproxy allure image test gameday gameday-lab report bench clean cleanup setup-vllm setup-litellm vllm-image
 
 setup: venv tools
 
@@ -50,6 +50,10 @@ image: venv
 build/.image-stamp: $(IMAGE_SRC) scripts/build-image.sh scripts/build-base.sh
 	scripts/build-image.sh
 	@mkdir -p build && touch $@
+
+# pyflakes and pycodestyle over everything (pyproject's [tool.ruff]); .ci/run runs it before the tests
+lint: venv
+	$(VENV)/bin/ruff check .
 
 test: setup image
 	$(PYTEST) $(TESTS) $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && { echo "no tests collected"; exit 1; }; exit $$rc

@@ -5,7 +5,8 @@ streaming chat completions (16 tokens, `ignore_eos`) in interleaved rounds over 
 `direct` (client -> simulator), `proxy` (client -> proxy -> simulator) and `proxy+rule` (the same
 proxy with one installed rule that matches nothing: the hot path that evaluates rules; the
 rule's `seen` counter is checked), and `toxiproxy` (client -> the real Toxiproxy -> simulator: a
-plain TCP relay, which parses nothing, as the floor any proxy on this host pays). Every path gets the same wall time per round, at C = 64 and
+plain TCP relay, which parses nothing, as the floor any proxy on this host pays). Every path gets the
+same wall time per round, at C = 64 and
 C = 256 streams (C workers, one keep-alive connection each).
 
 throughput -- upstream `--profile instant` (no modelled GPU time: the simulator's Python is the

@@ -260,7 +260,7 @@ def main() -> None:
     ours_s, fast_s, aio_s = best["ours"][1], best["fast"][1], best["aio"][1]
     print(f"ours / plain FastHttpUser (per CPU s = on one core): {ours_s / fast_s:.2f}")
     print(f"TTFT error vs server log, ms, 256 streams{'':<4}{'n':>7}{'p50':>9}{'p99 |e|':>11}{'max':>10}{'busy':>8}")
-    print(_row(f"h200 x8 (20-50 ms steps), Poisson", errs, paced.client_busy))
+    print(_row("h200 x8 (20-50 ms steps), Poisson", errs, paced.client_busy))
     print(_row("instant, closed loop, client CPU-bound", serrs, saturated.client_busy))
     print(f"mean streams in flight: {in_flight(paced.records):.0f} (h200 x8), "
           f"{in_flight(saturated.records):.0f} (instant); busy = the load process's CPU share")

@@ -1,7 +1,8 @@
 """`chaos env check --probe`: connect to everything an environment names, one line per failure.
 
 Every endpoint, gateway admin, Toxiproxy (and each proxy the file names), fault proxy, load host
-(an ssh:// one logs in and imports the worker), replica and Docker engine is tried once with a short timeout; a failure says which host and what failed, never
+(an ssh:// one logs in and imports the worker), replica and Docker engine is tried once with a short
+timeout; a failure says which host and what failed, never
 a traceback. An embedded stack that is not up is said to be so, not reported as broken hosts.
 """
 from __future__ import annotations

@@ -19,7 +19,8 @@ from chaos.env.model import (
 )
 
 __all__ = [
-    "BreakerPolicy", "Endpoints", "Environment", "FaultProxyConfig", "GatewayConfig", "LatencySLA", "LoadProfile", "RetryPolicy", "Safety",
+    "BreakerPolicy", "Endpoints", "Environment", "FaultProxyConfig", "GatewayConfig", "LatencySLA", "LoadProfile",
+    "RetryPolicy", "Safety",
     "SimulatorOptions", "VllmOptions", "SLAs", "Target", "ToxiproxyConfig", "ToxiproxyProxy",
     "available", "environments_dir", "expand_vars", "load", "parse", "resolve_path",
 ]

@@ -17,7 +17,7 @@ field is the fault's own parameter (status, fraction, latency, ...).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator

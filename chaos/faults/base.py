@@ -7,7 +7,7 @@ import random
 import signal
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator
 
 from chaos.errors import FaultError, FaultNotEffective, SafetyError

@@ -113,7 +113,8 @@ class LLMUser(FastHttpUser):
                 return
             bo = self.backoff
             wait = bo.wait_for(attempt, retry_after) if bo else 0.0
-            if bo is None or not bo.should_retry(rec.status, rec.error, streamed=rec.ttft is not None) or bo.give_up(attempt, _perf() - started, wait):
+            if bo is None or not bo.should_retry(rec.status, rec.error, streamed=rec.ttft is not None) \
+                    or bo.give_up(attempt, _perf() - started, wait):
                 rec.outcome = "rejected" if rec.status is not None and 400 <= rec.status < 500 else "failed"
                 self.ctx.emit(rec)
                 return

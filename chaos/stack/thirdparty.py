@@ -4,7 +4,8 @@ LiteLLM proxy from PyPI (`make setup-litellm`).
 The environment's `gateway.kind` picks one; its config is rendered here from the environment (the
 replicas' addresses, the canary's share from `breaker.canary_weight`, the gateway's own ejection
 settings), written to the state dir and checked by the gateway itself (`nginx -t`, `haproxy -c`)
-before it starts (LiteLLM has no such check: its start is). None has an admin API: the breaker verdict judges them black-box, from the
+before it starts (LiteLLM has no such check: its start is). None has an admin API: the breaker verdict
+judges them black-box, from the
 replica-side fault proxies' logs. Their ejection semantics, which the tests hold them to, are in
 shared/reference/gateways.md.
 """

@@ -37,7 +37,8 @@ def client_for(docker_host: str | None = None) -> Any:
     except TargetError:
         raise
     except Exception as e:
-        raise TargetError(f"docker engine {host or 'local'} not reachable: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise TargetError(f"docker engine {host or 'local'} not reachable: {why}") from None
 
 
 class DockerTarget:

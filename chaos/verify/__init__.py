@@ -21,6 +21,7 @@ from chaos.verify.verdict import Row, Verdict
 __all__ = [
     "Arrival", "Check", "Recorder", "Row", "Verdict", "accounting_verdict", "all_of", "check_backoff",
     "error_rate_below", "evaluate", "goodput_above", "judge_backoff", "latency_verdict", "p50_below", "p99_below",
-    "percentile_below", "read_baseline", "read_server_log", "server_log_for", "ServerLog", "recovery_verdict", "time_to_completion",
+    "percentile_below", "read_baseline", "read_server_log", "server_log_for", "ServerLog", "recovery_verdict",
+    "time_to_completion",
     "time_to_health", "time_to_steady", "write_baseline",
 ]

@@ -3,7 +3,8 @@ duplicated, and every answer came from the model that was asked for.
 
 Client side: the RequestRecords (one per attempt, `request_id` kept across retries, the last one
 `final=True` with `outcome` succeeded|failed|rejected|abandoned; abandoned: the load stopped while it
-waited to retry, so the system never had its last chance and it counts as neither served nor lost). Server side (optional): the replica side's
+waited to retry, so the system never had its last chance and it counts as neither served nor lost). Server
+side (optional): the replica side's
 request log, one JSON line per request it received, `request_id` = the client's x-request-id,
 with t_arrival, status, outcome (stop|length|abort|error|rejected) and model. It comes from the
 simulator when the replicas are simulators, else from the fault proxies in front of any backend

@@ -10,7 +10,6 @@ from __future__ import annotations
 import signal
 import time
 
-import allure
 import pytest
 
 from chaos import faults, plan

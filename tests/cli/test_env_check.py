@@ -128,7 +128,7 @@ def test_probe_reports_each_failure_in_one_line_naming_the_host(tmp_path, api_se
     assert "suite     scenarios" in r.stdout  # the plan follows the probe
 
 
-def test_probe_finds_a_proxy_missing_from_a_real_toxiproxy(tmp_path, api_server, toxiproxy_server) -> None:
+def test_probe_finds_a_proxy_missing_from_a_real_toxiproxy(tmp_path, api_server, toxiproxy_server) -> None:  # noqa: F811 - the fixture
     toxiproxy_server.client().create_proxy("present", f"127.0.0.1:{free_port()}", "127.0.0.1:9")
     extra = (f'toxiproxy: {{api: "{toxiproxy_server.api}", proxies: ['
              f'{{name: present, listen: "127.0.0.1:1", upstream: "127.0.0.1:9"}}, '

@@ -1,7 +1,6 @@
 """Gateway over two simulator replicas: an error-rate fault injected into the canary makes it degrade."""
 import asyncio
 import importlib.util
-import json
 import subprocess
 import sys
 import time

@@ -121,7 +121,8 @@ def test_dcgm_source_converts_units(fake_vllm):
     r = src.read()
     assert r == {"mem_used": 2048 * 1024 * 1024, "power_mw": 312500.0, "temp_c": 51.0, "energy_mj": 123456.0}
     assert src.xids() == []
-    fake_vllm.metrics = fake_vllm.metrics.replace("XID_ERRORS{gpu=\"0\",UUID=\"GPU-1\"} 0", "XID_ERRORS{gpu=\"0\",UUID=\"GPU-1\"} 79")
+    xid = 'XID_ERRORS{gpu="0",UUID="GPU-1"}'
+    fake_vllm.metrics = fake_vllm.metrics.replace(f"{xid} 0", f"{xid} 79")
     src.read()
     assert src.xids() == [79] and (src.read(), src.xids())[1] == []
     src.close()

@@ -11,7 +11,8 @@ from chaos.load.records import RequestRecord
 from chaos.verify.accounting import accounting_verdict, read_server_log
 
 
-def logical(rid: str, errors: list[str | None], outcome: str, model: str = "m", answered: str | None = "m") -> list[RequestRecord]:
+def logical(rid: str, errors: list[str | None], outcome: str, model: str = "m",
+            answered: str | None = "m") -> list[RequestRecord]:
     out = []
     for i, err in enumerate(errors):
         last = i == len(errors) - 1

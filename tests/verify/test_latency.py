@@ -1,7 +1,6 @@
 """Latency verdicts per prompt class against SLAs and a stored baseline; goodput."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest

@@ -3,7 +3,8 @@
 Every response carries `Cache-Control: no-store`, `x-served-by: <pool>/<replica>` and the
 request's `x-request-id` (the client's, else a new one). What the breaker counts as a failure:
 no response (connect error, disconnect), a 5xx or 429, or a 200 stream that is not a whole
-answer (streamcheck: an error chunk, a cut, `[DONE]` with no finish_reason, duplicated chunks). An error is an OOM when its text says so
+answer (streamcheck: an error chunk, a cut, `[DONE]` with no finish_reason, duplicated chunks). An error
+is an OOM when its text says so
 (vLLM: "CUDA out of memory"; see policy.is_oom). Retry rule: a connection error before any
 byte came back is retried ONCE on another replica of the same pool; the failed attempt is still
 counted in the pool's window so the breaker sees it.
@@ -166,7 +167,8 @@ class Proxy:
                 return self._plain(504, error_json(504, "gateway: upstream timed out", "GatewayTimeout"),
                                    rid, f"{pool}/{replica.name}")
         name = tried.name if tried else "none"
-        msg = f"gateway: upstream {pool}/{name} unreachable ({type(last).__name__})" if tried else f"gateway: pool {pool} has no replicas"
+        msg = (f"gateway: upstream {pool}/{name} unreachable ({type(last).__name__})" if tried
+               else f"gateway: pool {pool} has no replicas")
         return self._plain(502, error_json(502, msg, "BadGateway"), rid, f"{pool}/{name}")
 
     def _response_headers(self, up: aiohttp.ClientResponse, rid: str, served_by: str) -> CIMultiDict[str]:

@@ -30,7 +30,8 @@ def _run(fault_start: float, fault_end: float, err: float, seed: int) -> tuple[l
         base = {"short": 0.2, "long": 0.8, "xl": 2.0}[cls] * (3 if hurt else 1)
         recs.append(RequestRecord(f"r{i}", 1, t, ttft=base / 4, e2e=base * rnd.uniform(0.8, 1.2) if ok else 0.05,
                                   error=None if ok else "reset", prompt_class=cls, outcome="succeeded",
-                                  served_by="canary/replica-c" if rnd.random() < (0.1 if t - T0 < fault_start + 3 else 0) else "stable/replica-a"))
+                                  served_by="canary/replica-c" if rnd.random() < (0.1 if t - T0 < fault_start + 3 else 0)
+                                  else "stable/replica-a"))
     for name, t in [("steady state", 0), ("inject", fault_start), ("recover", fault_end), ("verify", 55)]:
         tl.event("phase", name, t=T0 + t)
     tl.event("fault_inject", "kill replica-a", t=T0 + fault_start)
