@@ -131,8 +131,8 @@ def _burst_possible(stack, sc, policy) -> None:
     need = (policy.oom_burst_count - 1) / (policy.oom_burst_window_s * OOM_FRACTION)
     rate = _canary_rate(stack, sc, min(policy.window_s, 10.0))
     if rate < need:
-        pytest.skip(f"the canary serves {rate:.1f} req/s here; an OOM burst of {policy.oom_burst_count} in "
-                    f"{policy.oom_burst_window_s:g} s at {OOM_FRACTION:.1%} of its calls needs {need:.0f} req/s")
+        pytest.skip(f"INCONCLUSIVE: the canary serves {rate:.1f} req/s here; an OOM burst of {policy.oom_burst_count} "
+                    f"in {policy.oom_burst_window_s:g} s at {OOM_FRACTION:.1%} of its calls needs {need:.1f} req/s")
 
 
 def _wait_closed(sc, obs, policy) -> None:
