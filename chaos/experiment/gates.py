@@ -34,7 +34,7 @@ def gate_verdicts(env: Any, release: Any, gate: Any, window_s: float,
     mirror share), else the live gate; the stage's window is the run's inject..revert, its baseline
     the `window_s` of steady state before it."""
     tol = Tolerance(max_diff_score=gate.max_diff_score, max_error_rate_delta=gate.max_error_rate_delta,
-                    max_p99_ratio=gate.max_p99_ratio, min_pairs=gate.min_pairs)
+                    max_p99_ratio=gate.max_p99_ratio, p99_slack_s=gate.p99_slack_s, min_pairs=gate.min_pairs)
     fetch = pairs or (lambda since: mirror_pairs(env, since))
     shadow = release.canary_weight == 0 and release.mirror > 0
 

@@ -85,6 +85,7 @@ class PlanGate(_Strict):
     max_diff_score: float = Field(0.01, gt=0, le=1)
     max_error_rate_delta: float = Field(0.01, ge=0, le=1)
     max_p99_ratio: float = Field(1.5, ge=1)
+    p99_slack_s: float = Field(0.25, ge=0, description="added to the ratio's limit: sub-second P99s are scheduler noise")
     min_pairs: int = Field(50, ge=1, description="shadow pairs (shadow stage) or canary answers (live stage)")
 
 
