@@ -7,7 +7,7 @@ show what each was waiting on. Prints the probes' latency table; last line:
 RESULT probes=.. stalls=.. longest_s=.. dumps=..
 
     .venv/bin/python scripts/vllm_stall_probe.py [--env local-vllm] [--replica replica-a] [--seconds 240]
-        [--py-spy PATH] [--out reports/stall-probe]
+        [--users N] [--py-spy PATH] [--out reports/stall-probe]     (py-spy: `pip install py-spy`)
 
 Bounded: the load and the probe loop end after --seconds, every request has a timeout, and the
 stack is taken down on the way out (Ctrl-C included)."""
@@ -52,7 +52,9 @@ def main() -> int:
     ap.add_argument("--env", default="local-vllm")
     ap.add_argument("--replica", default="replica-a")
     ap.add_argument("--seconds", type=float, default=240.0)
+    ap.add_argument("--users", type=int, default=0, help="load users (default: the environment's)")
     ap.add_argument("--stall-s", type=float, default=3.0)
+    ap.add_argument("--dump-after-s", type=float, default=0.0, help="dump only probes in flight this long (default: --stall-s)")
     ap.add_argument("--dumps", type=int, default=3)
     ap.add_argument("--py-spy", default="py-spy")
     ap.add_argument("--out", default=str(ROOT / "reports" / "stall-probe"))
@@ -70,7 +72,7 @@ def main() -> int:
         target = stack.target(a.replica)
         url = f"http://127.0.0.1:{target.port}" if hasattr(target, "port") else env.endpoints.api
         p = env.load
-        handle = start_load(env.endpoints.api, out_dir=out / "load", users=p.users, duration_s=a.seconds,
+        handle = start_load(env.endpoints.api, out_dir=out / "load", users=a.users or p.users, duration_s=a.seconds,
                             mix=dict(p.mix), classes=dict(p.classes), model=env.endpoints.model, max_tokens=p.max_tokens)
         inflight: list[float] = []
         lat: list[tuple[float, float, str]] = []
@@ -79,7 +81,7 @@ def main() -> int:
 
         def watch() -> None:
             while not stop.wait(0.5):
-                if inflight and time.monotonic() - inflight[0] >= a.stall_s and dumps[0] < a.dumps:
+                if inflight and time.monotonic() - inflight[0] >= (a.dump_after_s or a.stall_s) and dumps[0] < a.dumps:
                     procs = target.processes()
                     dumps[0] += 1
                     dump(a.py_spy, procs, out, dumps[0], time.monotonic() - inflight[0])
