@@ -21,6 +21,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from chaos.load.records import RequestRecord
 from chaos.load.stats import nearest_rank
+from chaos.verify.breaker import default_pool_of
 from chaos.verify.verdict import Verdict
 
 
@@ -90,7 +91,11 @@ def _final_in(records: Iterable[RequestRecord], window: tuple[float, float]) -> 
 
 
 def _canary(r: RequestRecord, canary: str) -> bool:
-    return (r.served_by or "").split("/", 1)[0] == canary
+    return default_pool_of(r.served_by) == canary
+
+
+def _admitted(r: RequestRecord, admit: Mapping[str, Sequence[str]] | None) -> bool:
+    return not admit or all((r.attrs or {}).get(h) in vals for h, vals in admit.items())
 
 
 def shadow_gate(records: Sequence[RequestRecord], pairs: Sequence[Mapping[str, Any]], *,
@@ -131,13 +136,11 @@ def live_gate(records: Sequence[RequestRecord], *, during: tuple[float, float],
     users = _final_in(records, during)
     served = [r for r in users if _canary(r, canary)]
     if admit:
-        strays = [r for r in served if any((r.attrs or {}).get(h) not in set(vals) for h, vals in admit.items())]
+        strays = [r for r in served if not _admitted(r, admit)]
         shown = ", ".join(f"{h}={(strays[0].attrs or {}).get(h)}" for h in admit) if strays else ""
         v.add("canary answers outside the stage", 0, len(strays), not strays,
               f"admitted {dict((h, list(vals)) for h, vals in admit.items())}" + (f"; first: {shown}" if strays else ""))
-        eligible = [r for r in users if not any((r.attrs or {}).get(h) not in set(vals) for h, vals in admit.items())]
-    else:
-        eligible = users
+    eligible = [r for r in users if _admitted(r, admit)]
     v.add("canary answers", f">= {tol.min_pairs}", len(served), len(served) >= tol.min_pairs,
           f"of {len(eligible)} admitted user requests")
     base = [r for r in eligible if not _canary(r, canary)]

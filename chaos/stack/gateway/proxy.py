@@ -113,17 +113,18 @@ class Proxy:
         pair = {"t": time.time(), "request_id": rid, "path": request.path, "attrs": {
             h: request.headers[h] for h in (self.policy.release.admit or {}) if h in request.headers},
             "stable": stable}
+        canary: dict = {"replica": f"{CANARY}/{replica.name}", "status": None, "text": ""}
         t0 = time.monotonic()
         try:
             async with self.session.request(request.method, replica.url + request.raw_path, data=body,
                                             headers=headers) as up:
                 data = await up.read()
-                pair["canary"] = {"replica": f"{CANARY}/{replica.name}", "status": up.status,
-                                  "latency_s": round(time.monotonic() - t0, 4),
-                                  "text": answer_text(data[:TEXT_LIMIT], sse=up.content_type.startswith("text/event-stream"))}
+                canary.update(status=up.status, text=answer_text(
+                    data[:TEXT_LIMIT], sse=up.content_type.startswith("text/event-stream")))
         except (aiohttp.ClientError, asyncio.TimeoutError) as e:
-            pair["canary"] = {"replica": f"{CANARY}/{replica.name}", "status": None, "error": type(e).__name__,
-                              "latency_s": round(time.monotonic() - t0, 4), "text": ""}
+            canary["error"] = type(e).__name__
+        canary["latency_s"] = round(time.monotonic() - t0, 4)
+        pair["canary"] = canary
         self.policy.mirrors.add(pair)
 
     def _pick(self, pool: str, exclude: Replica | None = None) -> Replica | None:
