@@ -1,33 +1,44 @@
-"""One chaos experiment, the way every suite runs it:
+"""One chaos experiment written step by step, the way the suites whose scenario is not a fixed
+sequence run it (a breaker waiting for its drain, a restart policy watched for minutes):
 
     steady state -> start load + observers -> inject (ledger first, proof of effect) ->
     wait for recovery judged by REAL completions -> revert -> steady state again -> verify
 
-Each phase is an Allure step with wall-clock start and end, and an Event on the Timeline, so the
-report's timeline shows exactly when each thing happened. Durations are scaled by the
-environment's `time_scale` so CI and staging run the same code.
+Its steps are the shared experiment method's (chaos/experiment/method.py), the same that the
+declarative `Experiment` walks: every phase, injection and revert is a typed event on the scenario's
+bus, and the timeline, the Allure steps (with wall-clock start and end) and the scenario's journal
+(journal.json, summary.md in its out_dir) are that bus's subscribers. Waits run on the scenario's
+clock and end early when `chaos stop` is asked. Durations are scaled by the environment's
+`time_scale` so CI and staging run the same code.
 """
 from __future__ import annotations
 
 import time
-from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from chaos.env import Environment
-from chaos.errors import FaultError, SLOViolation
+from chaos.errors import FaultError, FaultNotEffective, SLOViolation
+from chaos.experiment import events as ev
+from chaos.experiment.journal import Journal
+from chaos.experiment.method import Method
+from chaos.experiment.stop import StopSwitch, stop_file
+from chaos.experiment.subscribers import AllureSteps, TimelineEvents
 from chaos.load.records import RequestRecord
 from chaos.observe.completion import CompletionProber, first_ok_after
 from chaos.observe.health import HealthProber
 from chaos.observe.timeline import Timeline
 from chaos.report import allure as rep
+from chaos.report.tables import verdict_table
+from chaos.verify.verdict import Verdict
 
 
 class Scenario:
     """Runs the phases of one fault experiment and keeps everything it observed."""
 
     def __init__(self, env: Environment, name: str, out_dir: str | Path, *,
-                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
+                 bus: ev.EventBus | None = None, stop: StopSwitch | None = None) -> None:
         self.env = env
         self.name = name
         self.out_dir = Path(out_dir)
@@ -35,12 +46,24 @@ class Scenario:
         self.timeline = Timeline(clock)
         self.clock, self.sleep = clock, sleep
         self.t0 = clock()
+        self.method = Method(name, bus=bus, clock=clock, sleep=sleep,
+                             stop=stop or StopSwitch(stop_file(env.state_dir), since=self.t0))
+        self.bus = self.method.bus
+        self.bus.subscribe(TimelineEvents(self.timeline))
+        self.bus.subscribe(AllureSteps(self.t0))
+        self.journal = Journal(self.out_dir, title=name, meta={"environment": env.name})
+        self.bus.subscribe(self.journal)
+        self.method.publish(ev.ExperimentStarted, plan=f"scenario {name} against {env.name}")
         self.load: Any = None
-        self.fault: Any = None
         self.fault_window: tuple[float, float | None] | None = None
         self.records: list[RequestRecord] = []
-        self._observers: list[Any] = []
-        self._stack = ExitStack()
+        self.observers: list[Any] = []
+        self.closed = False
+
+    @property
+    def fault(self) -> Any:
+        """The fault in place (None once reverted)."""
+        return self.method.fault if self.method.injected else None
 
     # -- helpers ----------------------------------------------------------------------------------
     def scaled(self, seconds: float) -> float:
@@ -52,8 +75,9 @@ class Scenario:
         """Timeline source name: `health` / `completion` for the primary (hurt) endpoint, else `kind:where`."""
         return kind if where is None else f"{kind}:{where}"
 
-    def phase(self, name: str, **detail: Any):
-        return rep.phase(name, self.timeline, t0=self.t0, **detail)
+    def phase(self, name: str, **detail: Any) -> Any:
+        """A named phase of this scenario (an event: the timeline, the report and the journal see it)."""
+        return self.method.phase(name, **detail)
 
     def observe(self, base_url: str, *, source: str | None = None, health: bool = True,
                 completion: bool = True) -> None:
@@ -66,12 +90,12 @@ class Scenario:
             h = HealthProber(base_url, self.timeline, interval_s=0.1, max_duration_s=limit,
                              path=self.env.endpoints.health_path if at_api else "/health")
             h.source = self.source("health", source)
-            self._observers.append(h.start())
+            self.observers.append(h.start())
         if completion:
             c = CompletionProber(base_url, self.timeline, model=self.env.endpoints.model, interval_s=0.3,
                                  timeout_s=2.0, api_key=self.env.endpoints.api_key, max_duration_s=limit)
             c.source = self.source("completion", source)
-            self._observers.append(c.start())
+            self.observers.append(c.start())
 
     def start_load(self, **overrides: Any) -> None:
         """Start background load against the client endpoint with the environment's profile."""
@@ -91,31 +115,20 @@ class Scenario:
 
     def add_observer(self, observer: Any) -> Any:
         """Keep a started observer (anything with stop()) running until the scenario closes."""
-        self._observers.append(observer)
+        self.observers.append(observer)
         return observer
 
     def wait(self, seconds: float, phase: str | None = None) -> None:
         """Let the load and observers run for `seconds` (a phase of its own when named)."""
-        def idle() -> None:
-            end = self.clock() + seconds
-            while self.clock() < end:
-                self.sleep(min(0.1, max(0.0, end - self.clock())))
-
         if phase is None:
-            idle()
+            self.method.wait(seconds)
         else:
             with self.phase(phase, seconds=round(seconds, 2)):
-                idle()
+                self.method.wait(seconds)
 
     def poll(self, done: Callable[[], bool], timeout: float, every: float = 0.2) -> bool:
         """Ask `done()` every `every` seconds until it holds (True) or `timeout` passes (False)."""
-        deadline = self.clock() + timeout
-        while True:
-            if done():
-                return True
-            if self.clock() >= deadline:
-                return False
-            self.sleep(every)
+        return self.method.poll(done, timeout, every)
 
     def stop_load(self) -> list[RequestRecord]:
         """Stop the load now and collect its records (also kept as `records`)."""
@@ -131,27 +144,27 @@ class Scenario:
             deadline = self.clock() + seconds
             self.wait(seconds)
             recent = [s for s in self.timeline.series(self.source("completion", source), "ok") if s.t >= deadline - seconds]
-            if recent and not any(s.value for s in recent):
+            sick = bool(recent) and not any(s.value for s in recent)
+            self.method.publish(ev.HypothesisChecked, when="before", ok=not sick, failures=(
+                f"completions at {source or 'the target'}: expected >= 1 success, got 0 of {len(recent)} "
+                f"over {seconds:.1f} s",) if sick else ())
+            if sick:
                 raise SLOViolation(f"steady state: no completion succeeded at {source or 'the target'} in {seconds:.1f} s "
                                    "before the fault; the system was not healthy to begin with",
                                    limit=">= 1 success", measured=0, window=(deadline - seconds, deadline))
 
     def inject(self, fault: Any) -> dict[str, Any]:
         """Inject the fault (recorded in the ledger first; raises if it did not take effect)."""
-        self.fault = fault
         with self.phase("inject", fault=repr(fault)):
-            t = self.clock()
-            self._stack.callback(self._revert_quietly)
-            info = fault.inject()
-            self.fault_window = (t, None)
-            self.timeline.event("fault_inject", self.name, t=t, fault=repr(fault))
+            info = self.method.inject(fault)
+            self.fault_window = (self.method.t_inject or self.clock(), None)
         return info or {}
 
     def hold(self, seconds: float) -> None:
         """Keep the fault in place for a while (load keeps running)."""
         with self.phase("hold fault", seconds=round(seconds, 2)):
             self.fault.verify() if hasattr(self.fault, "verify") else None
-            self.wait(seconds)
+            self.method.wait(seconds)
 
     def revert(self, *, check: bool = True) -> None:
         """Undo the fault and prove it is gone.
@@ -161,11 +174,11 @@ class Scenario:
         if self.fault is None:
             return
         with self.phase("revert"):
-            t = self.clock()
-            self.fault.revert(check=check)
-            self.timeline.event("fault_revert", self.name, t=t)
-            self.fault_window = (self.fault_window[0] if self.fault_window else t, t)
-            self.fault = None
+            try:
+                self.method.revert(check=check)
+            finally:
+                t = self.method.t_revert or self.clock()
+                self.fault_window = (self.fault_window[0] if self.fault_window else t, t)
 
     def wait_recovered(self, since: float, timeout: float, source: str | None = None) -> float:
         """Wait until a real completion at `source` succeeds after `since`; seconds it took."""
@@ -174,8 +187,13 @@ class Scenario:
             while self.clock() < deadline:
                 ok = first_ok_after(self.timeline, since, source=self.source("completion", source))
                 if ok is not None:
+                    self.method.publish(ev.Measured, probe=f"first real completion at {source or 'the target'}",
+                                        expected=f"within {timeout:.1f} s", got=round(ok.t - since, 3),
+                                        window=(since, ok.t), when="after")
                     return ok.t - since
-                self.sleep(0.1)
+                self.method.tick()
+        self.method.publish(ev.Measured, probe=f"first real completion at {source or 'the target'}",
+                            expected=f"within {timeout:.1f} s", got=None, ok=False, window=(since, deadline), when="after")
         raise SLOViolation(f"recovery: no real completion succeeded at {source or 'the target'} within {timeout:.1f} s "
                            f"after t={since - self.t0:.1f} s", limit=timeout, measured=None, window=(since, deadline))
 
@@ -188,12 +206,10 @@ class Scenario:
         still backing off, or stuck on a slow neighbour): its rolling window had too few requests to
         judge, and the verdict read "never steady" although the SLA's time was not used up."""
         with self.phase("steady state after recovery"):
-            t_min = self.clock() + at_least_s
-            while self.clock() < t_min:
-                self.sleep(0.1)
+            self.method.wait(at_least_s)
             while self.clock() < until and self.load is not None and not steady(self.load.records()):
-                self.sleep(1.0)
-        self.timeline.event("steady_observed", self.name, t=self.clock(), since=since)
+                self.method.wait(1.0)
+        self.method.publish(ev.Noted, what="steady_observed", detail={"since": since})
 
     def load_until(self, enough: Callable[[], bool], *, min_s: float, max_s: float, poll_s: float = 1.0,
                    **overrides: Any) -> list[RequestRecord]:
@@ -207,7 +223,7 @@ class Scenario:
             while self.clock() - start < max_s:
                 if self.clock() - start >= min_s and enough():
                     break
-                self.sleep(poll_s)
+                self.method.wait(poll_s)
             self._collect(self.load.stop())
         self.load = None
         return self.records
@@ -224,26 +240,50 @@ class Scenario:
     def _collect(self, result: Any) -> None:
         self.records = result.records
         for lost in result.lost_workers:  # the run went on without it: say so next to the verdicts
-            self.timeline.event("load_worker_lost", self.name, t=self.clock(), worker=lost)
+            self.method.publish(ev.Noted, what="load_worker_lost", detail={"worker": lost})
 
-    def close(self) -> None:
-        """Stop observers and load, and revert a fault still in place (idempotent)."""
-        self._stack.close()
-        for o in self._observers:
-            o.stop()
-        self._observers.clear()
-        if self.load is not None:
-            self._collect(self.load.stop())
-            self.load = None
-        self.timeline.dump(self.out_dir / "timeline.json")
+    def judge(self, stage: str, verdicts: Iterable[Verdict]) -> None:
+        """One verification step: each verdict's table attached and heard as a VerdictReached event
+        (the journal lists them), then all of them asserted. Stage 1 ("the fault really happened")
+        and stage 2 ("the system behaved") are separate steps, so a reader sees which half failed."""
+        vs = list(verdicts)
+        with self.phase(f"verify: {stage}"):
+            for v in vs:
+                rep.attach_table(verdict_table(v.rows, title=v.name), name=v.name)
+                self.method.publish(ev.VerdictReached, name=f"{stage}: {v.name}", ok=v.ok,
+                                    failures=tuple(r.line() for r in v.failures))
+            for v in vs:
+                v.assert_ok()
 
-    def _revert_quietly(self) -> None:
-        if self.fault is not None:
+    def close(self, status: str = "", reason: str = "") -> None:
+        """Revert a fault still in place, stop observers and load, and write the timeline and the
+        journal (idempotent). `status` is how the test that ran it ended, for the journal."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self._revert_on_exit()
+        finally:
+            for o in self.observers:
+                o.stop()
+            self.observers.clear()
+            if self.load is not None:
+                self._collect(self.load.stop())
+                self.load = None
+            self.method.publish(ev.ExperimentEnded, status=status or "ENDED", reason=reason)
+            self.timeline.dump(self.out_dir / "timeline.json")
+            self.journal.write()
+
+    def _revert_on_exit(self) -> None:
+        # a scenario left with its fault in place (a failed check, an error, a stop): prove and
+        # revert it, and if the proof or the revert fails, force it off without the proof
+        if self.method.injected:
             try:
                 self.revert()
+            except FaultNotEffective:
+                pass  # it was gone before the revert, and is removed all the same
             except FaultError:
-                self.fault.revert(check=False)
-                self.fault = None
+                self.method.fault.revert(check=False)
 
     def __enter__(self) -> "Scenario":
         return self

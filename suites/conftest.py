@@ -36,13 +36,13 @@ def judge(stage: str, verdicts: Iterable[Verdict]) -> None:
 
 def fault_happened(evidence: dict[str, Any], **expect: Any) -> Verdict:
     """Stage 1 verdict from the fault's own proof of effect (FaultNotEffective already raised if absent)."""
+    if not expect:  # a stage 1 with nothing to check could never fail
+        raise ValueError("fault_happened needs at least one expectation about the fault's evidence")
     v = Verdict("fault took effect")
     for key, want in expect.items():
         got = evidence.get(key)
         ok = want(got) if callable(want) else got == want
         v.add(key, getattr(want, "__doc__", None) or want, got, bool(ok))
-    if not expect:
-        v.add("proof", "fault verified itself", "verified" if evidence is not None else None, evidence is not None)
     return v
 
 

@@ -32,18 +32,21 @@ class ExperimentStarted(Event):
 
 @dataclass(frozen=True)
 class PhaseStarted(Event):
-    """A phase began: steady state, inject, hold, revert, recover, verify."""
+    """A phase began: steady state, inject, hold, revert, recover, verify (or a suite's own)."""
 
     phase: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class PhaseEnded(Event):
-    """A phase ended; `error` is why it did not end well."""
+    """A phase ended; `error` is why it did not end well, `status` how (failed: a check did not
+    hold; broken: the harness or the system raised)."""
 
     phase: str = ""
     ok: bool = True
     error: str | None = None
+    status: str = "passed"  # passed | failed | broken
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,15 @@ class VerdictReached(Event):
 
 
 @dataclass(frozen=True)
+class Noted(Event):
+    """Something else worth a line on the timeline and in the journal: a load worker lost, the
+    steady state seen again after recovery."""
+
+    what: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class ExperimentEnded(Event):
     """The experiment's final status: PASSED, FAILED, ABORTED, STOPPED, REFUSED or ERROR."""
 
@@ -158,6 +170,8 @@ def describe(e: Event) -> str | None:
         return f"ABORTED: {e.reason}"
     if isinstance(e, Stopped):
         return f"STOPPED by {e.by}" + (f": {e.reason}" if e.reason else "")
+    if isinstance(e, Noted):
+        return e.what.replace("_", " ") + "".join(f", {k}={v}" for k, v in e.detail.items())
     if isinstance(e, ExperimentEnded):
         return f"ended {e.status}" + (f": {e.reason}" if e.reason else "")
     return e.kind

@@ -15,14 +15,14 @@ testable on a fake clock.
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from chaos.experiment import events as ev
 from chaos.experiment.hypothesis import Hypothesis, Probe, Reading, error_rate_below
 from chaos.errors import FaultNotEffective
+from chaos.experiment.method import Method, StopAsked
 from chaos.experiment.stop import EmergencyStop, StopSwitch
 from chaos.load.records import RequestRecord
 
@@ -72,16 +72,6 @@ class _Abort(Exception):
     pass
 
 
-class _Lapsed(Exception):
-    pass
-
-
-class _Stop(Exception):
-    def __init__(self, by: str, reason: str) -> None:
-        super().__init__(by)
-        self.by, self.reason = by, reason
-
-
 @dataclass
 class ExperimentRun:
     """What one run saw; verdicts read it, the journal keeps it."""
@@ -125,44 +115,23 @@ class Experiment:
 
 
 class _Runner:
+    """Experiment's declared sequence, walked on the shared Method (phases, waits, the fault)."""
+
     def __init__(self, exp: Experiment, bus: ev.EventBus, clock: Callable[[], float], sleep: Callable[[float], None],
                  stop: StopSwitch, records: Callable[[], list[RequestRecord]] | None) -> None:
-        self.exp, self.bus, self.clock, self.sleep, self.stop = exp, bus, clock, sleep, stop
+        self.exp, self.clock = exp, clock
+        self.m = Method(exp.name, bus=bus, clock=clock, sleep=sleep, stop=stop, tick_s=exp.tick_s)
+        self.publish, self.phase, self.tick, self.wait = self.m.publish, self.m.phase, self.m.tick, self.m.wait
         self.hyp = exp.hypothesis if isinstance(exp.hypothesis, Hypothesis) or exp.hypothesis is None \
             else Hypothesis([exp.hypothesis])
         self.source = records
         self.handle: Any = None
         self.run_ = ExperimentRun(exp.name)
-        self.injected = False
-
-    def publish(self, cls: type[ev.Event], **kw: Any) -> None:
-        self.bus.publish(cls(t=self.clock(), experiment=self.exp.name, **kw))
-
-    @contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        self.publish(ev.PhaseStarted, phase=name)
-        try:
-            yield
-        except BaseException as e:
-            self.publish(ev.PhaseEnded, phase=name, ok=False, error=str(e) or type(e).__name__)
-            raise
-        self.publish(ev.PhaseEnded, phase=name)
 
     def records(self) -> list[RequestRecord]:
         if self.source is not None:
             return self.source()
         return self.handle.records() if self.handle is not None else []
-
-    def tick(self) -> None:
-        asked = self.stop.asked()
-        if asked is not None:
-            raise _Stop(*asked)
-        self.sleep(self.exp.tick_s)
-
-    def wait(self, seconds: float) -> None:
-        end = self.clock() + seconds
-        while self.clock() < end:
-            self.tick()
 
     def check(self, when: str, window: tuple[float, float] | None = None,
               records: list[RequestRecord] | None = None) -> list[Reading]:
@@ -212,21 +181,10 @@ class _Runner:
     def revert(self, check: bool = True) -> None:
         """Undo the fault; with `check`, first prove it still held (a fault that lapsed during the hold
         tested nothing: the experiment ends ERROR, the fault removed all the same)."""
-        if not self.injected:
-            return
-        self.injected = False
-        fault = repr(self.exp.fault)
         try:
-            self.exp.fault.revert(check=check)
-        except FaultNotEffective as e:
-            self.run_.t_revert = self.clock()
-            self.publish(ev.FaultReverted, fault=fault, error=f"it had lapsed before the revert: {e}")
-            raise _Lapsed(f"fault not effective: {e}") from None
-        except Exception as e:
-            self.publish(ev.FaultReverted, fault=fault, ok=False, error=str(e))
-            raise
-        self.run_.t_revert = self.clock()
-        self.publish(ev.FaultReverted, fault=fault)
+            self.m.revert(check=check)
+        finally:
+            self.run_.t_revert = self.m.t_revert
 
     def recover(self) -> None:
         """Until the hypothesis holds over a window that begins after the revert, within `until`."""
@@ -262,10 +220,8 @@ class _Runner:
                     return r
             if e.fault is not None:
                 with self.phase("inject"):
-                    self.injected = True  # from here on every way out reverts (a half-injected fault too)
-                    e.fault.inject()
-                    r.t_inject = self.clock()
-                    self.publish(ev.FaultInjected, fault=fault)
+                    self.m.inject(e.fault)  # from here on every way out reverts (a half-injected fault too)
+                    r.t_inject = self.m.t_inject
             with self.phase("hold"):
                 self.hold()
             with self.phase("revert"):
@@ -278,7 +234,7 @@ class _Runner:
         except _Abort as x:
             r.status, r.reason = Status.ABORTED, str(x)
             self.publish(ev.Aborted, reason=str(x))
-        except _Stop as x:
+        except StopAsked as x:
             r.status, r.reason = Status.STOPPED, f"stopped by {x.by}" + (f": {x.reason}" if x.reason else "")
             self.publish(ev.Stopped, by=x.by, reason=x.reason)
         except EmergencyStop as x:
@@ -289,8 +245,8 @@ class _Runner:
             self.publish(ev.Stopped, by="SIGINT")
         except AssertionError as x:
             r.status, r.reason = Status.FAILED, str(x)
-        except _Lapsed as x:
-            r.status, r.reason = Status.ERROR, str(x)
+        except FaultNotEffective as x:  # it did not take hold, or it lapsed during the hold
+            r.status, r.reason = Status.ERROR, f"fault not effective: {x}"
         except Exception as x:
             r.status, r.reason = Status.ERROR, f"{type(x).__name__}: {x}"
         finally:
@@ -312,9 +268,8 @@ class _Runner:
     def finish(self) -> None:
         r = self.run_
         try:
-            if self.injected:  # left the method early (abort, stop, error): revert on the way out, at once
-                with self.phase("revert"):
-                    self.revert(check=False)
+            self.m.revert_on_exit()  # left the method early (abort, stop, error): revert at once
+            r.t_revert = self.m.t_revert
         except BaseException as x:
             r.status, r.reason = Status.ERROR, f"revert failed: {x}; run `chaos cleanup`"
         if self.handle is not None:

@@ -25,7 +25,7 @@ from chaos.report.tables import Table
 
 __all__ = [
     "attach_json", "attach_log_tail", "attach_png", "attach_table", "attach_text", "env_secrets", "iso",
-    "labels", "phase", "redact", "register_secret", "tail", "title", "write_categories",
+    "close_step", "labels", "open_step", "phase", "redact", "register_secret", "tail", "title", "write_categories",
     "write_environment_properties",
 ]
 
@@ -69,6 +69,24 @@ def _step_params_add(uuid: str, name: str, value: str) -> None:
                 step.parameters.append(Parameter(name=name, value=value))
 
 
+def open_step(title: str, start: float) -> Any:
+    """Start an Allure step now (a phase heard as an event has no `with` block); close_step ends it."""
+    step = allure.step(title)
+    step.params = {"start": f"{iso(start)} ({start:.3f})"}
+    step.__enter__()
+    step.start = start
+    return step
+
+
+def close_step(step: Any, end: float, status: str | None = None, error: str | None = None) -> None:
+    """End a step from open_step: passed (status None), failed (a check did not hold) or broken."""
+    _step_params_add(str(step.uuid), "end", f"{iso(end)} ({end:.3f}, {end - step.start:.2f} s)")
+    exc: BaseException | None = None
+    if status is not None:
+        exc = AssertionError(error or status) if status == "failed" else RuntimeError(error or status)
+    step.__exit__(type(exc) if exc else None, exc, None)
+
+
 @contextlib.contextmanager
 def phase(
     name: str,
@@ -78,8 +96,9 @@ def phase(
     clock: Callable[[], float] | None = None,
     **detail: Any,
 ) -> Iterator[Event]:
-    """An Allure step for one phase (steady state, inject, recover, revert, verify) that also
-    records a `phase` Event on the timeline; the event's detail gets end, duration_s and status."""
+    """An Allure step for a phase outside an experiment (a suite's own step, a verdict stage) that
+    also records a `phase` Event on the timeline when given one; the event's detail gets end,
+    duration_s and status. An experiment's phases reach Allure as events (chaos.experiment.subscribers)."""
     clock = clock or (timeline.clock if timeline is not None else time.time)
     start = clock()
     title = name if t0 is None else f"{name}  (t+{start - t0:.1f} s)"

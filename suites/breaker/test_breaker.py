@@ -27,7 +27,7 @@ from chaos.verify.anomaly import anomaly_verdict
 from chaos.verify.breaker import analyze, degrade_recovery_s
 from chaos.verify.breaker_table import spec_vs_observed, write_table
 from chaos.verify.power import tier_judgeable
-from suites.conftest import fault_proof, gateway_admin, judge, requires
+from suites.conftest import fault_proof, gateway_admin, requires
 
 OOM_FRACTION = 0.006  # under the 1 % degrade tier: the trip must come from the burst rule alone
 # scenario: (the fault on one canary, expected tier, seconds to hold: real time, not scaled)
@@ -231,5 +231,5 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
         rep.attach_png(png, "breaker timeline")
     summary.count("breaker", "scenarios")
     summary.add("breaker", **{name: expect})
-    judge("the fault really happened", [stage1])
-    judge("the breaker behaved", verdicts)
+    sc.judge("the fault really happened", [stage1])
+    sc.judge("the breaker behaved", verdicts)

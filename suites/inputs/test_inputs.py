@@ -62,7 +62,7 @@ def test_special_characters_never_take_a_replica_down(stack, scenario, summary) 
         v.add(f"{n}.slow_health_answers", "shown", len(slow), None, "no /health answer within the prober's timeout")
     v.add("requests_sent", ">= 1", len(records), bool(records))
     summary.add("inputs", special_requests=len(records))
-    judge("the replicas stayed up and answered", [v, accounting_verdict(records)])
+    sc.judge("the replicas stayed up and answered", [v, accounting_verdict(records)])
 
 
 @pytest.mark.parametrize("case", list(BAD_REQUESTS))

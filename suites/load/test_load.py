@@ -15,7 +15,6 @@ from chaos.report import allure as rep
 from chaos.report.tables import latency_table
 from chaos.verify.accounting import accounting_verdict
 from chaos.verify.latency import read_baseline, write_baseline, latency_verdict
-from suites.conftest import judge
 
 # the local simulator shares two cores with the harness: the stored baselines carry wide tolerances
 BASELINE_TOLERANCE = {"rel": 1.0, "abs_s": 0.05}
@@ -63,6 +62,6 @@ def test_load_against_sla_and_baseline(stack, scenario, summary, workload: str) 
     lv = latency_verdict(records, env.slas, baseline=baseline)
     av = accounting_verdict(records, strict_orphans=False)
     summary.add("load", **{f"{workload}_goodput_per_s": round(lv.data["goodput_per_s"], 1)})
-    judge("latency and accounting", [lv, av])
+    sc.judge("latency and accounting", [lv, av])
     if missing:
         pytest.skip(f"SLAs held; regression check skipped: {missing}")

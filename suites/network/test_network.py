@@ -17,7 +17,7 @@ from chaos.report.tables import latency_table
 from chaos.verify.accounting import accounting_verdict
 from chaos.verify.retries import retry_verdict
 from chaos.verify.verdict import Verdict
-from suites.conftest import fault_happened, judge, requires
+from suites.conftest import fault_happened, requires
 
 TOXICS = {
     # name: (factory, load overrides, seconds held before scaling)
@@ -30,6 +30,16 @@ TOXICS = {
 def _client_proxy(stack) -> str:
     requires(stack.env, plan.no_client_proxy)
     return plan.client_proxy(stack.env)
+
+
+def _listed(names) -> bool:
+    """Toxiproxy listed the toxic with its settings"""
+    return bool(names)
+
+
+def _measured(probe) -> bool:
+    """a probe through the proxy saw the toxic's effect"""
+    return isinstance(probe, dict) and probe.get("during") is not None
 
 
 def _degraded_latency(records, t0: float, t1: float, slas) -> Verdict:
@@ -72,5 +82,5 @@ def test_client_path_toxic(stack, scenario, summary, toxic: str) -> None:
         verdicts.append(_degraded_latency(records, t0, t1, env.slas))
     summary.count("network", "scenarios")
     summary.worst("network", "max_amplification", round(rv.data["amplification"] or 0, 2))
-    judge("the fault really happened", [fault_happened(dict(fault.evidence))])
-    judge("the system behaved", verdicts)
+    sc.judge("the fault really happened", [fault_happened(dict(fault.evidence), listed=_listed, probe=_measured)])
+    sc.judge("the system behaved", verdicts)

@@ -23,7 +23,7 @@ from chaos.resilience.client import ResilientClient
 from chaos.verify.streams import (MAX_TOKENS, PROMPT, ClientAnswer, attempts_for, client_verdict, gateway_verdict,
                                   run_client_command)
 from suites.clients.test_backoff_compliance import EXAMPLES, _commands
-from suites.conftest import fault_proof, judge, requires
+from suites.conftest import fault_proof, requires
 
 # every replica gets the rule; the gateway picks which ones see traffic, so a rule alone may hit none
 CHAT = {"match": {"path": "/v1/chat/completions"}, "expect_hits": False}
@@ -93,8 +93,8 @@ def test_stream_fault(stack, proxies, scenario, summary, case: str) -> None:
                     + f"\ntruth: {truth.shown!r} ({truth.finish_reason})", "answers")
     summary.count("streams", "cases")
     summary.add("streams", **{case: "ok" if all(v.ok for v in verdicts) else "FAILED"})
-    judge("the fault really happened", [fault_proof(fault, together=True)])
-    judge("clients and gateway behaved", verdicts)
+    sc.judge("the fault really happened", [fault_proof(fault, together=True)])
+    sc.judge("clients and gateway behaved", verdicts)
 
 
 @pytest.mark.parametrize("case, broken", [("cut-after-3", {"no_retry_of_started_stream", "shown_in_order"}),
