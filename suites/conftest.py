@@ -1,10 +1,9 @@
 """Shared helpers for the suites: scenario verdict staging and the standard evidence attachments."""
 from __future__ import annotations
 
-import json
-import urllib.request
 from typing import Any, Iterable
 
+from chaos.observe.gateway import env_admin_call
 from chaos.report import allure as rep
 from chaos.report.tables import verdict_table
 from chaos.verify.verdict import Verdict
@@ -72,10 +71,4 @@ def fault_proof(fault: Any, *, together: bool = False) -> Verdict:
 
 def gateway_admin(stack, method: str, path: str, body: dict | None = None) -> dict:
     """Call the gateway's admin API (Bearer token from the environment); returns its JSON."""
-    gw = stack.env.endpoints.gateway_admin
-    token = stack.env.gateway.admin_token if stack.env.gateway else None
-    req = urllib.request.Request(f"{gw}{path}", method=method, data=json.dumps(body or {}).encode(),
-                                 headers={"Content-Type": "application/json",
-                                          **({"Authorization": f"Bearer {token}"} if token else {})})
-    with urllib.request.urlopen(req, timeout=5) as r:
-        return json.loads(r.read() or b"{}")
+    return env_admin_call(stack.env, method, path, body or {})

@@ -2,12 +2,10 @@
 stage, the pairs the reference gateway mirrored (`GET /admin/mirror`), judged by chaos.verify.release."""
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from typing import Any, Callable
 
 from chaos.errors import ChaosError
+from chaos.observe.gateway import GatewayAdminError, env_admin_call
 from chaos.verify.release import Tolerance, live_gate, shadow_gate
 from chaos.verify.verdict import Verdict
 
@@ -18,14 +16,10 @@ class GateError(ChaosError):
 
 def mirror_pairs(env: Any, since: float) -> list[dict[str, Any]]:
     """The shadow pairs the environment's reference gateway kept since `since` (epoch seconds)."""
-    url = f"{env.endpoints.gateway_admin.rstrip('/')}/admin/mirror?since={since:.3f}"
-    token = env.gateway.admin_token if env.gateway else None
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return list(json.loads(r.read())["pairs"])
-    except (urllib.error.URLError, OSError, ValueError, KeyError) as e:
-        raise GateError(f"shadow pairs from {url}: {getattr(e, 'reason', e)}") from None
+        return list(env_admin_call(env, "GET", f"/admin/mirror?since={since:.3f}", timeout_s=10)["pairs"])
+    except (GatewayAdminError, KeyError, TypeError) as e:
+        raise GateError(f"shadow pairs from {env.endpoints.gateway_admin}: {e}") from None
 
 
 def gate_verdicts(env: Any, release: Any, gate: Any, window_s: float,

@@ -1,15 +1,13 @@
 """Faults set through the reference gateway's admin API (`POST /admin/config`), ledgered like every fault."""
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from typing import Any
 
 from chaos.errors import FaultError, FaultNotEffective
 from chaos.faults import _undo
 from chaos.faults.base import Fault
 from chaos.faults.tokens import TokenRef
+from chaos.observe.gateway import GatewayAdminError, admin_call
 
 
 class GatewayConfigFault(Fault):
@@ -31,17 +29,10 @@ class GatewayConfigFault(Fault):
                 "token": self.token.describe() if self.token else None}
 
     def _call(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
-        headers = {"Content-Type": "application/json", **(self.token.header() if self.token else {})}
-        req = urllib.request.Request(self.admin_url + path, method=method, headers=headers,
-                                     data=json.dumps(body).encode() if body is not None else None)
         try:
-            with urllib.request.urlopen(req, timeout=5) as r:
-                return json.loads(r.read() or b"{}")
-        except urllib.error.HTTPError as e:
-            raise FaultError(f"{method} {self.admin_url}{path} -> {e.code} {e.read()[:200]!r}", fault=self.kind) from None
-        except (urllib.error.URLError, OSError) as e:
-            raise FaultError(f"gateway admin {self.admin_url} not answering: {getattr(e, 'reason', e)}",
-                             fault=self.kind) from None
+            return admin_call(self.admin_url, method, path, body, token=self.token.value() if self.token else None)
+        except GatewayAdminError as e:
+            raise FaultError(str(e), fault=self.kind) from None
 
     def _preflight(self) -> None:
         self._call("GET", self.state_path)

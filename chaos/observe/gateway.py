@@ -1,11 +1,48 @@
-"""Gateway observer: polls a gateway's admin state and records each pool's breaker state."""
+"""The reference gateway's admin API as the harness reads and sets it: one call for the faults, the
+release gates and the suites (`admin_call`), and an observer that polls each pool's breaker state."""
 from __future__ import annotations
 
 import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from chaos.errors import ChaosError
 
 from chaos.observe._http import HttpGetter
 from chaos.observe.base import PollingObserver
 from chaos.observe.timeline import Timeline
+
+
+class GatewayAdminError(ChaosError):
+    """The gateway's admin API refused a call or did not answer (the message is one line)."""
+
+
+def admin_call(admin_url: str, method: str, path: str, body: Any = None, *, token: str | None = None,
+               timeout_s: float = 5.0) -> dict[str, Any]:
+    """`method path` on the gateway's admin API with its Bearer token; the answer's JSON object."""
+    url = admin_url.rstrip("/") + path
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+    req = urllib.request.Request(url, method=method, headers=headers,
+                                 data=json.dumps(body).encode() if body is not None else None)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as r:
+            data = json.loads(r.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        raise GatewayAdminError(f"{method} {url} -> {e.code} {e.read()[:200]!r}") from None
+    except (urllib.error.URLError, OSError) as e:
+        raise GatewayAdminError(f"gateway admin {admin_url} not answering: {getattr(e, 'reason', e)}") from None
+    except ValueError as e:
+        raise GatewayAdminError(f"{method} {url}: the answer is not JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise GatewayAdminError(f"{method} {url}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def env_admin_call(env: Any, method: str, path: str, body: Any = None, *, timeout_s: float = 5.0) -> dict[str, Any]:
+    """admin_call on the environment's gateway (endpoints.gateway_admin, gateway.admin_token)."""
+    token = env.gateway.admin_token if env.gateway else None
+    return admin_call(env.endpoints.gateway_admin, method, path, body, token=token, timeout_s=timeout_s)
 
 
 class GatewayStateObserver(PollingObserver):
