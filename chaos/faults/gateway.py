@@ -36,7 +36,8 @@ class GatewayConfigFault(Fault):
                                      data=json.dumps(body).encode() if body is not None else None)
         try:
             with urllib.request.urlopen(req, timeout=5) as r:
-                return json.loads(r.read() or b"{}")
+                got: dict[str, Any] = json.loads(r.read() or b"{}")
+                return got
         except urllib.error.HTTPError as e:
             raise FaultError(f"{method} {self.admin_url}{path} -> {e.code} {e.read()[:200]!r}", fault=self.kind) from None
         except (urllib.error.URLError, OSError) as e:
