@@ -14,7 +14,7 @@ SUITES ?= suites/
 TESTS ?= tests/
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 
-.PHONY: lint setup venv tools toxiproxy faultproxy allure image test gameday gameday-lab report bench clean cleanup setup-vllm setup-litellm vllm-image
+.PHONY: lint typecheck setup venv tools toxiproxy faultproxy allure image test gameday gameday-lab report bench clean cleanup setup-vllm setup-litellm vllm-image
 
 setup: venv tools
 
@@ -54,6 +54,10 @@ build/.image-stamp: $(IMAGE_SRC) scripts/build-image.sh scripts/build-base.sh
 # pyflakes and pycodestyle over everything (pyproject's [tool.ruff]); .ci/run runs it before the tests
 lint: venv
 	$(VENV)/bin/ruff check .
+
+# mypy --strict over chaos/ (pyproject's [tool.mypy]); .ci/run runs it after the lint
+typecheck: venv
+	$(VENV)/bin/mypy --strict chaos
 
 test: setup image
 	$(PYTEST) $(TESTS) $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && { echo "no tests collected"; exit 1; }; exit $$rc

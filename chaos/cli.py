@@ -8,7 +8,7 @@ import sys
 import typer
 
 try:  # typer >= 0.20 vendors click
-    from typer._click import exceptions as _click_exc  # type: ignore[import-not-found]
+    from typer._click import exceptions as _click_exc  # type: ignore[import-not-found, unused-ignore]  # absent before 0.20
 except ImportError:  # pragma: no cover
     from click import exceptions as _click_exc  # type: ignore[no-redef]
 

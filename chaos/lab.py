@@ -24,6 +24,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from chaos.errors import StackError
 from chaos.targets import _proc
@@ -171,7 +172,7 @@ class Lab:
         self._pidfile(name).unlink(missing_ok=True)
         return running
 
-    def wait_up(self, what: str, ok, timeout: float = 60.0) -> None:
+    def wait_up(self, what: str, ok: Callable[[], object], timeout: float = 60.0) -> None:
         """Poll `ok()` until true; else a StackError with the last line of `what`'s log in the state dir."""
         deadline = time.monotonic() + timeout
         while not ok():
@@ -216,7 +217,7 @@ class Lab:
                                 "--bridge", "none", "--iptables=false", "--ip6tables=false", "--ip-masq=false",
                                 "--cgroup-parent", "chaos-lab-gpu"])
         for h in SSH_HOSTS:
-            self.wait_up(self._sshd_name(h), lambda h=h: self.ssh_ok(h))
+            self.wait_up(self._sshd_name(h), lambda: self.ssh_ok(h))  # waited for here: h is this host
         self.wait_up("dockerd", lambda: self.gpu_docker("version").returncode == 0)
         return self
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Callable
 
 from chaos.env import Environment
 from chaos.errors import ConfigError, StackError
@@ -56,7 +57,7 @@ def check(env: Environment) -> None:
         host_of(env.gateway.listen, "gateway.listen")
 
 
-def deploy(lab: Lab, env: Environment, log=lambda s: None, timeout: float | None = None) -> None:
+def deploy(lab: Lab, env: Environment, log: Callable[[str], object] = lambda s: None, timeout: float | None = None) -> None:
     """Start what `env` describes on the lab's hosts (idempotent) and wait until it serves."""
     from chaos.faults.tokens import token_file
     from chaos.stack.faultproxy import find_binary as faultproxy_binary

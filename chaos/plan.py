@@ -12,6 +12,7 @@ from typing import Callable
 from urllib.parse import urlparse
 
 from chaos.env import Environment
+from chaos.env.model import Target
 
 RUN, SKIP, REFUSED, AT_RUN_TIME = "run", "skip", "refused", "at run time"
 
@@ -69,7 +70,7 @@ def no_fault_proxies(env: Environment) -> str | None:
         f"environment {env.name} has no fault proxies in front of its replicas"
 
 
-def _hurt(env: Environment):
+def _hurt(env: Environment) -> Target | None:
     stable = [t for t in env.targets if t.pool == "stable"]
     return stable[0] if stable else None
 
@@ -91,13 +92,13 @@ def no_rank_link(env: Environment) -> str | None:
     return None if t.rank_proxies and env.toxiproxy is not None else f"target {t.name} has no rank link through Toxiproxy"
 
 
-def sim_admin_reachable(t) -> bool:
+def sim_admin_reachable(t: Target) -> bool:
     """A simulator whose admin API (planted faults) the harness can call: it answers only on its own
     host's loopback, so the simulator must run on this machine's."""
     return t.simulator is not None and t.host.startswith("127.")
 
 
-def _remote_simulators(env: Environment, targets: list) -> str | None:
+def _remote_simulators(env: Environment, targets: list[Target]) -> str | None:
     far = [t.name for t in targets if t.simulator is not None and not sim_admin_reachable(t)]
     return (f"the simulator's admin API, which plants the defect, answers only on its own host's loopback; "
             f"{', '.join(far)} run(s) on another host") if far else None
@@ -120,7 +121,7 @@ def no_simulator_canary(env: Environment) -> str | None:
          "(a real vLLM's RSS does not grow per request)")
 
 
-def standby_bases(env: Environment) -> list:
+def standby_bases(env: Environment) -> list[Target]:
     """The stable targets a standby replica can be built from: local simulator or vLLM processes."""
     return [t for t in env.targets if t.pool == "stable" and t.kind == "process" and t.backend != "other"]
 

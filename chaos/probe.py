@@ -57,7 +57,9 @@ def probe(env: Environment, *, timeout: float = 3.0,
     """Try every part of `env` once; the results in the order a request travels."""
     out: list[Probe] = []
     if worker is None:
-        from chaos.load.placement import check_worker_host as worker
+        from chaos.load.placement import check_worker_host
+
+        worker = check_worker_host
 
     def http(what: str, url: str, path: str = "") -> bytes:
         ok, detail, body = _http(url.rstrip("/") + path, timeout)

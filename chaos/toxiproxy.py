@@ -74,10 +74,13 @@ class Toxiproxy:
         return self._call("GET", "/proxies") or {}
 
     def proxy(self, name: str) -> dict[str, Any]:
-        return self._call("GET", f"/proxies/{name}")
+        got: dict[str, Any] = self._call("GET", f"/proxies/{name}")
+        return got
 
     def create_proxy(self, name: str, listen: str, upstream: str, *, enabled: bool = True) -> dict[str, Any]:
-        return self._call("POST", "/proxies", {"name": name, "listen": listen, "upstream": upstream, "enabled": enabled})
+        got: dict[str, Any] = self._call("POST", "/proxies",
+                                         {"name": name, "listen": listen, "upstream": upstream, "enabled": enabled})
+        return got
 
     def populate(self, proxies: list[dict[str, Any]]) -> Any:
         """Create or replace proxies in one call."""
@@ -87,7 +90,8 @@ class Toxiproxy:
         self._call("DELETE", f"/proxies/{name}")
 
     def set_enabled(self, name: str, enabled: bool) -> dict[str, Any]:
-        return self._call("POST", f"/proxies/{name}", {"enabled": enabled})
+        got: dict[str, Any] = self._call("POST", f"/proxies/{name}", {"enabled": enabled})
+        return got
 
     def toxics(self, proxy: str) -> list[dict[str, Any]]:
         return self._call("GET", f"/proxies/{proxy}/toxics") or []
@@ -95,7 +99,8 @@ class Toxiproxy:
     def add_toxic(self, proxy: str, name: str, type: str, *, stream: str = "downstream",
                   toxicity: float = 1.0, attributes: dict[str, Any] | None = None) -> dict[str, Any]:
         body = {"name": name, "type": type, "stream": stream, "toxicity": toxicity, "attributes": attributes or {}}
-        return self._call("POST", f"/proxies/{proxy}/toxics", body)
+        got: dict[str, Any] = self._call("POST", f"/proxies/{proxy}/toxics", body)
+        return got
 
     def remove_toxic(self, proxy: str, name: str, *, missing_ok: bool = True) -> bool:
         """Remove a toxic; returns False if it was already gone (and missing_ok)."""

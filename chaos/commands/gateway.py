@@ -5,12 +5,15 @@ import json
 import logging
 import urllib.error
 import urllib.request
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
 from chaos.env import Environment, load
 from chaos.errors import ConfigError, StackError
+
+if TYPE_CHECKING:
+    from chaos.stack.gateway import GatewaySettings, Replica
 
 gw_app = typer.Typer(help="The reference gateway (two-tier breaker, no-store, HMAC, NFKC).")
 
@@ -26,7 +29,7 @@ def _url(spec: str, pool: str, i: int) -> tuple[str, str]:
     return name, url.rstrip("/")
 
 
-def replicas_from_env(env: Environment) -> list:
+def replicas_from_env(env: Environment) -> list[Replica]:
     """One Replica per target, reached through its serve_proxy (Toxiproxy) when it has one."""
     from chaos.stack.gateway import Replica
 
@@ -36,7 +39,7 @@ def replicas_from_env(env: Environment) -> list:
 
 
 def settings_from(env: Environment | None, *, listen: str | None = None, stable: list[str] | None = None,
-                  canary: list[str] | None = None, admin_token: str | None = None, **overrides):
+                  canary: list[str] | None = None, admin_token: str | None = None, **overrides: Any) -> GatewaySettings:
     """GatewaySettings from an environment, flags overriding it (no env: BreakerPolicy defaults)."""
     from chaos.env.model import BreakerPolicy
     from chaos.resilience.signing import key_from_env
@@ -62,8 +65,8 @@ def settings_from(env: Environment | None, *, listen: str | None = None, stable:
 
 
 def _admin_call(env_name: str | None, url: str | None, token: str | None, method: str, path: str,
-                body: dict | None = None) -> dict:
-    env = load(env_name) if env_name or not url else None
+                body: dict[str, Any] | None = None) -> dict[str, Any]:
+    env = load(env_name or "") if env_name or not url else None  # "": load's own error for no --env
     if url is None:
         assert env is not None
         url = env.endpoints.gateway_admin or (f"http://{env.gateway.listen}" if env.gateway else None)
@@ -76,7 +79,8 @@ def _admin_call(env_name: str | None, url: str | None, token: str | None, method
                                           **({"Authorization": f"Bearer {token}"} if token else {})})
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
-            return json.loads(resp.read() or b"{}")
+            answer: dict[str, Any] = json.loads(resp.read() or b"{}")
+            return answer
     except urllib.error.HTTPError as e:
         raise StackError(f"gateway admin {url}{path}: HTTP {e.code}") from None
     except (urllib.error.URLError, OSError) as e:
@@ -106,7 +110,7 @@ def gateway(
         return
     from chaos.stack.gateway import run
 
-    e = load(env) if env or not (stable or canary) else None
+    e = load(env or "") if env or not (stable or canary) else None  # "": load's own error for no --env
     settings = settings_from(e, listen=listen, stable=stable, canary=canary, admin_token=admin_token,
                              canary_weight=canary_weight, window_s=window_s, min_calls=min_calls,
                              open_wait_s=open_wait_s, hmac_key_env=hmac_key_env, normalize_unicode=normalize,

@@ -84,7 +84,7 @@ class _ErrorRate(Probe):
     def name(self) -> str:  # type: ignore[override]
         return "error rate"
 
-    def measure(self, records, window):
+    def measure(self, records: Sequence[RequestRecord], window: tuple[float, float]) -> Reading:
         done = ended_in(records, window)
         expected = f"<= {self.limit:.2%}"
         if len(done) < self.min_requests:
@@ -104,7 +104,7 @@ class _P99(Probe):
     def name(self) -> str:  # type: ignore[override]
         return f"{self.metric} P99" + (f" ({self.cls})" if self.cls else "")
 
-    def measure(self, records, window):
+    def measure(self, records: Sequence[RequestRecord], window: tuple[float, float]) -> Reading:
         done = ended_in(records, window, self.cls)
         expected = f"<= {self.limit_s:g} s"
         if len(done) < self.min_requests:
@@ -127,7 +127,7 @@ class _Goodput(Probe):
     def name(self) -> str:  # type: ignore[override]
         return "goodput"
 
-    def measure(self, records, window):
+    def measure(self, records: Sequence[RequestRecord], window: tuple[float, float]) -> Reading:
         done = ended_in(records, window)
         expected = f">= {self.fraction:.0%} of requests within every objective"
         if len(done) < self.min_requests:
@@ -150,7 +150,7 @@ class _Check(Probe):
     def name(self) -> str:  # type: ignore[override]
         return self.label
 
-    def measure(self, records, window):
+    def measure(self, records: Sequence[RequestRecord], window: tuple[float, float]) -> Reading:
         ok, value, shown = self.fn()
         return Reading(self.label, self.expected, value, ok, window, len(ended_in(records, window)), shown)
 

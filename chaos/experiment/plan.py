@@ -200,5 +200,11 @@ def experiments(plan: Plan, env: Any, *, make_fault: Callable[[PlanFault], Any],
             x.name, fault=fault, hold_s=x.hold_s, hypothesis=(x.hypothesis or plan.hypothesis).build(),
             window_s=window, until=recovered(x.until.recovered_within_s) if x.until else None,
             abort=AbortLimits.from_env(env, window_s=window), verdicts=verdicts,
-            load=lambda o=overrides, s=seconds, n=x.name: make_load(o, s, n)))
+            load=_starter(make_load, overrides, seconds, x.name)))
     return out
+
+
+def _starter(make_load: Callable[[dict[str, Any], float, str], Any], overrides: dict[str, Any], seconds: float,
+             name: str) -> Callable[[], Any]:
+    """The experiment's load, started when its load phase begins (bound now: the loop moves on)."""
+    return lambda: make_load(overrides, seconds, name)

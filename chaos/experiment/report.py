@@ -66,7 +66,8 @@ class LiveView:
         from rich.console import Console
 
         self.console = console or Console()
-        self.rows = {n: {"phase": "waiting", "error": None, "p99": None, "status": ""} for n in names}
+        self.rows: dict[str, dict[str, Any]] = {n: {"phase": "waiting", "error": None, "p99": None, "status": ""}
+                                                for n in names}
         self.abort = abort_error_rate
         self.live = None
         if live and self.console.is_terminal:

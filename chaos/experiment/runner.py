@@ -255,7 +255,7 @@ class _Runner:
 
     def verify(self) -> None:
         self.run_.records = self.records()
-        failures = []
+        failures: list[str] = []
         for judge in self.exp.verdicts:
             v = judge(self.run_)
             bad = tuple(row.line() for row in getattr(v, "failures", []))

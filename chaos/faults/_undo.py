@@ -66,7 +66,8 @@ def run(step: dict[str, Any]) -> str:
     if kind == "http":
         return _http(step)
     if kind == "none":
-        return step.get("note", "nothing to undo")
+        note: str = step.get("note", "nothing to undo")
+        return note
     raise ValueError(f"unknown undo step kind {kind!r}")
 
 

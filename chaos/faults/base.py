@@ -25,7 +25,8 @@ def recover_bound_s(slas: Any) -> float:
     failed the vLLM lane's crash-sigkill with "revert failed: /health 200 not reached within 240s"
     while the TP 2 replica, killed under load on 2 cores, was seconds from serving (engine init done;
     the same crash took 241 s and passed a run before), inside recovery_s 300."""
-    return max(slas.cold_start_s, 2 * slas.recovery_s)
+    bound: float = max(slas.cold_start_s, 2 * slas.recovery_s)
+    return bound
 
 
 @dataclass

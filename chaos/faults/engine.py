@@ -40,9 +40,11 @@ class EngineKill(_TargetFault):
         return [f"SIGKILL the engine core of {self.target.name} (pid found at inject)"]
 
     def _apply(self) -> None:
+        assert self._engine is not None  # _preflight found it or raised
         self.target.signal(self._engine, signal.SIGKILL)
 
     def _check(self) -> None:
+        assert self._engine is not None  # _preflight found it or raised
         if getattr(self.target, "remote", False):
             alive = self.target.proc_state(self._engine) not in (None, "Z", "X")
         else:

@@ -158,8 +158,9 @@ def rewrite_model(proxy: FaultProxyAdmin, model: str, **kw: Any) -> HttpFault:
 def header_fault(proxy: FaultProxyAdmin, *, drop: list[str] | None = None, set: dict[str, str] | None = None,
                  **kw: Any) -> HttpFault:
     """Drop or set response headers."""
-    return HttpFault(proxy, "header", **({"drop": list(drop)} if drop else {}), **({"set": dict(set)} if set else {}),
-                     **kw)
+    drops: dict[str, Any] = {"drop": list(drop)} if drop else {}
+    sets: dict[str, Any] = {"set": dict(set)} if set else {}
+    return HttpFault(proxy, "header", **drops, **sets, **kw)
 
 
 def hang(proxy: FaultProxyAdmin, **kw: Any) -> HttpFault:

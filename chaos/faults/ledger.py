@@ -73,7 +73,7 @@ class Ledger:
 
     def outstanding(self) -> list[dict[str, Any]]:
         """Inject records without a done record, oldest first."""
-        pending: dict[str, dict[str, Any]] = {}
+        pending: dict[Any, dict[str, Any]] = {}  # keyed by the records' JSON "id"
         for r in self.records():
             if r.get("op") == "inject":
                 pending[r["id"]] = r

@@ -123,29 +123,34 @@ class ToxicFault(_ProxyFault):
         if self.type == "latency":
             low = (at.get("latency", 0) - at.get("jitter", 0)) / 1000.0
             if b is None or not b.answered() or low < 0.02:
-                return self._inconclusive("latency too small or upstream silent")
+                self._inconclusive("latency too small or upstream silent")
+                return None
             a = self._probe(window_s=(at.get("latency", 0) + at.get("jitter", 0)) / 1000.0 * 2 + 1.0)
             ok = a.ttfb_s is not None and a.ttfb_s - (b.ttfb_s or 0) >= low * 0.9
         elif self.type == "timeout":
             t = at.get("timeout", 0) / 1000.0
             if b is None or not b.answered():
-                return self._inconclusive("upstream silent at baseline")
+                self._inconclusive("upstream silent at baseline")
+                return None
             a = self._probe(window_s=t + 1.0 if t else min(2.0, max(0.5, 5 * (b.ttfb_s or 0.1))))
             ok = a.nbytes == 0  # data dropped (toxiproxy may still pass the upstream close through)
         elif self.type == "reset_peer":
             if b is None or not b.answered():
-                return self._inconclusive("upstream silent at baseline")
+                self._inconclusive("upstream silent at baseline")
+                return None
             a = self._probe(window_s=at.get("timeout", 0) / 1000.0 + 1.5)
             ok = a.nbytes == 0 and (a.reset or a.closed)
         elif self.type == "limit_data" and self.stream != "upstream":
             if b is None or b.nbytes <= at.get("bytes", 0):
-                return self._inconclusive("baseline response not larger than the limit")
+                self._inconclusive("baseline response not larger than the limit")
+                return None
             a = self._probe(window_s=2.0)
             ok = a.nbytes <= at.get("bytes", 0)
         elif self.type == "bandwidth" and self.stream != "upstream":
             extra = (b.nbytes / 1024.0 / max(at.get("rate", 1), 1e-9)) if b and b.answered() else 0.0
             if extra < 0.05:
-                return self._inconclusive("response too small to measure the rate")
+                self._inconclusive("response too small to measure the rate")
+                return None
             a = self._probe(window_s=extra * 3 + 2.0)
             ok = a.duration_s - b.duration_s >= extra * 0.5  # type: ignore[union-attr]
         elif self.type == "slow_close" and b is not None and b.closed:

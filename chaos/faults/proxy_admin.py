@@ -49,7 +49,8 @@ class FaultProxyAdmin:
         return json.loads(raw) if raw else None
 
     def health(self) -> dict[str, Any]:
-        return self._call("GET", "/_chaos/health", auth=False)
+        got: dict[str, Any] = self._call("GET", "/_chaos/health", auth=False)
+        return got
 
     def ping(self) -> bool:
         try:
@@ -65,12 +66,14 @@ class FaultProxyAdmin:
         return next((r for r in self.rules() if r.get("name") == name), None)
 
     def set_rule(self, rule: dict[str, Any]) -> dict[str, Any]:
-        return self._call("POST", "/_chaos/rules", rule)
+        got: dict[str, Any] = self._call("POST", "/_chaos/rules", rule)
+        return got
 
     def remove_rule(self, name: str) -> dict[str, Any] | None:
         """The rule's final counters, or None when the proxy has no such rule."""
         try:
-            return self._call("DELETE", f"/_chaos/rules/{urllib.parse.quote(name)}")
+            got: dict[str, Any] | None = self._call("DELETE", f"/_chaos/rules/{urllib.parse.quote(name)}")
+            return got
         except FaultProxyError as e:
             if e.status == 404:
                 return None

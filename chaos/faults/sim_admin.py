@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import Any, cast
 
 from chaos.errors import FaultError, FaultNotEffective
 from chaos.faults import _undo
@@ -62,7 +62,8 @@ class SimFault(Fault):
         items = got.get("faults", got.get("active", got)) if isinstance(got, dict) else got
         if isinstance(items, dict):
             return set(items)
-        return {i.get("mode") if isinstance(i, dict) else str(i) for i in items or []}
+        # each entry names its mode as a string
+        return cast("set[str]", {i.get("mode") if isinstance(i, dict) else str(i) for i in items or []})
 
     def _check(self) -> None:
         if self.destructive:

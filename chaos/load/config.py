@@ -13,10 +13,13 @@ import json
 import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chaos.errors import ConfigError
 from chaos.load.workloads import DEFAULT_CLASSES, DEFAULT_MIX, WORKLOADS
+
+if TYPE_CHECKING:
+    from chaos.env.model import RetryPolicy
 
 ENV_CONFIG = "CHAOS_LOAD_CONFIG"
 ENV_OUT_DIR = "CHAOS_LOAD_OUT_DIR"
@@ -84,7 +87,7 @@ class LoadConfig:
             raise ConfigError(f"load config 'temperature': expected 0-2, got {self.temperature!r}")
         return self
 
-    def retry_policy(self):  # -> RetryPolicy | None
+    def retry_policy(self) -> RetryPolicy | None:
         if self.retry is None:
             return None
         from pydantic import ValidationError

@@ -24,8 +24,12 @@ import os
 import socket
 import struct
 import sys
+from typing import TYPE_CHECKING, Any
 
 import gevent.socket
+
+if TYPE_CHECKING:
+    from geventhttpclient.connectionpool import ConnectionPool
 
 # Python's socket module does not export it; 35 is SO_TIMESTAMPNS (= SCM_TIMESTAMPNS) in Linux's
 # asm-generic/socket.h, which x86, arm and most architectures use
@@ -36,17 +40,18 @@ _TS_SIZE, _SOL_SOCKET, _unpack = _TIMESPEC.size, socket.SOL_SOCKET, _TIMESPEC.un
 SUPPORTED = SO_TIMESTAMPNS is not None and _ANC_SIZE > 0
 
 
-class StampingSocket(gevent.socket.socket):
+class StampingSocket(gevent.socket.socket):  # type: ignore[misc]  # gevent is untyped
     """A gevent socket whose `recv` keeps the kernel's receive stamp of the data it returns."""
 
     __slots__ = ("stamp",)
 
-    def __init__(self, *args, **kw) -> None:  # noqa: ANN002, ANN003
+    def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.stamp: float | None = None  # wall-clock seconds (CLOCK_REALTIME) of the last recv's data
         self.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
 
     def recv(self, n: int, flags: int = 0) -> bytes:
+        data: bytes
         data, anc, _flags, _addr = self.recvmsg(n, _ANC_SIZE, flags)
         if anc:  # one SCM_TIMESTAMPNS message, the only one this socket asks for
             level, kind, raw = anc[0]
@@ -56,7 +61,7 @@ class StampingSocket(gevent.socket.socket):
         return data
 
 
-def _create_tcp_socket(self, family: int, socktype: int, protocol: int) -> gevent.socket.socket:  # noqa: ANN001
+def _create_tcp_socket(self: ConnectionPool, family: int, socktype: int, protocol: int) -> gevent.socket.socket:
     try:
         return StampingSocket(family, socktype, protocol)
     except OSError:  # the option refused: an unstamped socket still works
@@ -76,7 +81,7 @@ def install() -> bool:
     return True
 
 
-def arrival(sock, not_before: float) -> float | None:  # noqa: ANN001
+def arrival(sock: object, not_before: float) -> float | None:
     """Wall-clock stamp of the last data read from `sock`, if it has one from after `not_before`."""
     stamp = getattr(sock, "stamp", None)
     return stamp if stamp is not None and stamp >= not_before else None

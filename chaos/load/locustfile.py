@@ -19,14 +19,18 @@ import json
 import os
 import socket
 import sys
+import random
 import time
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):  # run by path: make `chaos` importable from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import gevent
 from locust import events
+from locust.env import Environment
+from locust.rpc import Message
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
 from chaos.errors import ConfigError
@@ -34,7 +38,7 @@ from chaos.load.config import LoadConfig, from_environ
 from chaos.load.records import RequestRecord
 from chaos.load import kstamp, pacing, shapes
 from chaos.load import users as _users
-from chaos.load.workloads import ListWorkload, make_workload
+from chaos.load.workloads import ListWorkload, Prompt, make_workload
 from chaos.resilience.backoff import Backoff
 
 
@@ -46,7 +50,7 @@ class Context:
         self.workload = make_workload(cfg.workload, mix=cfg.mix, classes=cfg.classes, seed=cfg.seed,
                                       n=cfg.workload_n, path=cfg.prompts_file)
         self.policy = cfg.retry_policy()
-        self.environment = None
+        self.environment: Environment | None = None
         self.schedule: pacing.ArrivalSchedule | None = None
         self.inflight = 0
         out = Path(cfg.out_dir)
@@ -58,7 +62,7 @@ class Context:
         self._t_start: tuple[float, float] | None = None
         self._shared = self._told = False
 
-    def backoff(self, rng) -> Backoff | None:
+    def backoff(self, rng: random.Random) -> Backoff | None:
         return Backoff(self.policy, rng) if self.policy is not None else None
 
     def pace(self) -> float | None:
@@ -87,7 +91,7 @@ class Context:
             gevent.sleep(self.cfg.flush_s)
             self.flush()
 
-    def next_prompt(self):
+    def next_prompt(self) -> Prompt | None:
         """The next prompt of this process's share of the workload (None once it is spent)."""
         runner = getattr(self.environment, "runner", None)
         if not self._shared and isinstance(runner, WorkerRunner) and isinstance(self.workload, ListWorkload):
@@ -106,7 +110,8 @@ class Context:
             gevent.spawn_later(0.05, runner.quit)
         elif isinstance(runner, WorkerRunner):
             self.flush()
-            runner.send_message(EXHAUSTED, runner.worker_index)
+            # locust annotates `data` as a dict; it sends any msgpack-able value (on_exhausted reads an int)
+            runner.send_message(EXHAUSTED, runner.worker_index)  # type: ignore[arg-type]
 
     def write_meta(self) -> None:
         """`meta-<host>-<pid>.json`: this process's CPU and wall seconds while users ran.
@@ -171,7 +176,7 @@ EXHAUSTED = "chaos_workload_exhausted"  # worker -> master: my share of a finite
 def _master_ends_a_finite_run(runner: MasterRunner) -> None:
     done: set[int] = set()
 
-    def on_exhausted(environment, msg, **_kw) -> None:
+    def on_exhausted(environment: Environment, msg: Message, **_kw: Any) -> None:
         done.add(int(msg.data))
         # every worker has users (the runner starts no more workers than users), so each will report
         if len(done) >= max(1, CONFIG.workers):
@@ -180,8 +185,8 @@ def _master_ends_a_finite_run(runner: MasterRunner) -> None:
     runner.register_message(EXHAUSTED, on_exhausted)
 
 
-@events.init.add_listener
-def _on_init(environment, **_kw) -> None:
+@events.init.add_listener  # type: ignore[untyped-decorator]  # untyped in locust
+def _on_init(environment: Environment, **_kw: Any) -> None:
     global _ctx
     if isinstance(environment.runner, MasterRunner):
         _master_ends_a_finite_run(environment.runner)
@@ -192,25 +197,25 @@ def _on_init(environment, **_kw) -> None:
         kstamp.install()  # time stream events by the kernel's receive stamps (chaos.load.kstamp)
 
 
-@events.quitting.add_listener
-def _on_quit(environment, **_kw) -> None:
+@events.quitting.add_listener  # type: ignore[untyped-decorator]  # untyped in locust
+def _on_quit(environment: Environment, **_kw: Any) -> None:
     if _ctx is not None:
         # on SIGTERM locust fires `quitting` before it stops the users: stop them first, so that a
         # request cut short in its backoff wait still writes its final ("abandoned") record
         runner = getattr(environment, "runner", None)
-        if runner is not None and getattr(runner, "user_count", 0):
+        if runner is not None and runner.user_count:
             runner.stop()
         _ctx.close()
 
 
-@events.test_start.add_listener
-def _on_start(environment, **_kw) -> None:
+@events.test_start.add_listener  # type: ignore[untyped-decorator]  # untyped in locust
+def _on_start(environment: Environment, **_kw: Any) -> None:
     if _ctx is not None and _ctx._t_start is None:
         _ctx._t_start = (time.process_time(), time.perf_counter())
 
 
-@events.test_stop.add_listener
-def _on_stop(environment, **_kw) -> None:
+@events.test_stop.add_listener  # type: ignore[untyped-decorator]  # untyped in locust
+def _on_stop(environment: Environment, **_kw: Any) -> None:
     if _ctx is not None:
         _ctx.flush()
         _ctx.write_meta()

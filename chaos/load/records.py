@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from chaos.errors import LoadError
 
@@ -63,7 +63,7 @@ class RequestRecord:
         return json.dumps(asdict(self), separators=(",", ":"))
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RequestRecord":
+    def from_dict(cls, d: dict[str, Any]) -> "RequestRecord":
         known = cls.__dataclass_fields__
         return cls(**{k: v for k, v in d.items() if k in known})
 

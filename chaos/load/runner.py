@@ -15,12 +15,15 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chaos.errors import LoadError
 from chaos.load.config import ENV_CONFIG, LoadConfig
 from chaos.load.placement import RecordStream, free_port, job_line, worker_placement
 from chaos.load.records import RequestRecord
+
+if TYPE_CHECKING:
+    from chaos.load.stats import LoadStats
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 STARTUP_GRACE_S = 20.0
@@ -37,7 +40,7 @@ class LoadResult:
     wall_s: float
     config: LoadConfig
     logs: list[Path] = field(default_factory=list)
-    client_cpu: list[dict] = field(default_factory=list)  # per process: cpu_s, wall_s while users ran
+    client_cpu: list[dict[str, Any]] = field(default_factory=list)  # per process: cpu_s, wall_s while users ran
     lost_workers: list[str] = field(default_factory=list)  # "worker-1 (killed by SIGKILL at 12.3 s)"
 
     @property
@@ -50,7 +53,7 @@ class LoadResult:
     def final(self) -> list[RequestRecord]:
         return [r for r in self.records if r.final]
 
-    def stats(self, slos: dict[str, Any] | None = None):
+    def stats(self, slos: dict[str, Any] | None = None) -> LoadStats:
         from chaos.load.stats import summarize
 
         return summarize(self.records, slos=slos)
@@ -82,7 +85,7 @@ class LoadHandle:
         self.cfg, self.base_url, self.out_dir, self.workers = cfg, base_url, out_dir, workers
         self.placement = worker_placement(worker_host, worker_python)
         self.streams: dict[int, RecordStream] = {}  # index -> what an ssh worker sends back
-        self.procs: list[subprocess.Popen] = []
+        self.procs: list[subprocess.Popen[bytes]] = []
         self.names: list[str] = []
         self._ended: dict[int, float] = {}  # index -> seconds into the run when a worker process ended
         self.logs: list[Path] = []
@@ -93,7 +96,7 @@ class LoadHandle:
         self._offsets: dict[Path, int] = {}
         self._n = self._errors = 0
 
-    def _spawn(self, name: str, args: list[str], prefix: list[str] | None = None) -> subprocess.Popen:
+    def _spawn(self, name: str, args: list[str], prefix: list[str] | None = None) -> subprocess.Popen[bytes]:
         log = self.out_dir / f"locust-{name}.log"
         f = open(log, "wb")
         self._files.append(f)
@@ -257,9 +260,9 @@ class LoadHandle:
             tail = bad[0][0].read_text(errors="replace").strip().splitlines()[-5:]
             raise LoadError(f"locust exited with {bad[0][1]} and left no records; {bad[0][0]}: {' | '.join(tail)}")
         metas = []
-        for p in sorted(self.out_dir.glob("meta-*.json")):
+        for meta in sorted(self.out_dir.glob("meta-*.json")):
             try:
-                metas.append(json.loads(p.read_text(encoding="utf-8")))
+                metas.append(json.loads(meta.read_text(encoding="utf-8")))
             except (OSError, ValueError):
                 pass  # best effort: a killed process leaves none
         self._result = LoadResult(records, self.out_dir, rcs, time.monotonic() - self.t_start, self.cfg, self.logs,

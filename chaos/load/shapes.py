@@ -14,8 +14,8 @@ class RampShape(LoadTestShape):
     end_users = 8
     duration_s = 30.0
 
-    def tick(self):
-        t = self.get_run_time()
+    def tick(self) -> tuple[int, float] | None:
+        t: float = self.get_run_time()  # type: ignore[no-untyped-call]  # untyped in locust
         if t >= self.duration_s:
             return None
         users = self.start_users + (self.end_users - self.start_users) * t / self.duration_s
@@ -31,8 +31,8 @@ class StepShape(LoadTestShape):
     max_users = 8
     duration_s = 30.0
 
-    def tick(self):
-        t = self.get_run_time()
+    def tick(self) -> tuple[int, float] | None:
+        t: float = self.get_run_time()  # type: ignore[no-untyped-call]  # untyped in locust
         if t >= self.duration_s:
             return None
         users = min(self.max_users, self.step_users * (int(t // self.step_s) + 1))
@@ -46,7 +46,7 @@ class FixedShape(LoadTestShape):
     users = 8
     duration_s = 30.0
 
-    def tick(self):
-        if self.get_run_time() >= self.duration_s:
+    def tick(self) -> tuple[int, float] | None:
+        if self.get_run_time() >= self.duration_s:  # type: ignore[no-untyped-call]  # untyped in locust
             return None
         return self.users, float(self.users)

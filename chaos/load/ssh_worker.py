@@ -23,7 +23,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Callable
 
 from chaos.load.config import ENV_CONFIG, ENV_OUT_DIR
 
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _until_eof(then) -> None:
+def _until_eof(then: Callable[[], object]) -> None:
     # os.read, not sys.stdin: a daemon thread blocked in the buffered reader holds its lock, and the
     # interpreter then aborts at exit ("could not acquire lock for <stdin> at interpreter shutdown")
     while os.read(0, 65536):

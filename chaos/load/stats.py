@@ -63,17 +63,21 @@ class LoadStats:
     def table(self) -> list[list[Any]]:
         rows = []
         for c in self.classes.values():
-            ms = lambda m, q: None if c.get(m, q) is None else round(c.get(m, q) * 1000, 2)  # noqa: E731
+            def ms(m: str, q: int) -> float | None:
+                v = c.get(m, q)
+                return None if v is None else round(v * 1000, 2)
             rows.append([c.name, c.attempts, c.ok, sum(c.errors.values()),
                          *[ms(m, q) for m in METRICS for q in PCTS]])
         return rows
 
 
 def _slo_for(slos: Mapping[str, Any] | None, cls: str | None) -> dict[str, float]:
-    if not slos or cls not in slos:
+    if not slos or cls is None or cls not in slos:
         return {}
     s = slos[cls]
-    get = (lambda k: getattr(s, k, None)) if not isinstance(s, Mapping) else s.get
+
+    def get(k: str) -> Any:
+        return getattr(s, k, None) if not isinstance(s, Mapping) else s.get(k)
     limits = {"ttft": get("ttft_p99_s"), "e2e": get("e2e_p99_s"), "tpot": get("tpot_p99_s")}
     return {k: v for k, v in limits.items() if v is not None}
 
@@ -116,7 +120,10 @@ def summarize(records: Iterable[RequestRecord], slos: Mapping[str, Any] | None =
     if window_s is None:
         window_s = (max(r.t_end for r in recs) - min(r.t_send for r in recs)) if recs else 0.0
     finals = [r for r in recs if r.final]
-    per_s = (lambda n: n / window_s if window_s > 0 else 0.0)  # noqa: E731
+    window = window_s
+
+    def per_s(n: int) -> float:
+        return n / window if window > 0 else 0.0
     return LoadStats(classes=classes, window_s=window_s, logical=len(finals),
                      outcomes=dict(Counter(r.outcome or "unknown" for r in finals)),
                      goodput_per_s=per_s(classes["all"].goodput_n),

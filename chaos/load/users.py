@@ -12,17 +12,23 @@ import random
 import socket
 import time
 import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 import gevent
-from geventhttpclient.response import HTTPConnectionClosed
+from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketResponse
 from geventhttpclient.useragent import RetriesExceeded
 from locust import FastHttpUser, constant, task
+from locust.contrib.fasthttp import ResponseContextManager
 from locust.exception import StopUser
 
 from chaos.load import kstamp
 from chaos.load.records import RequestRecord
 from chaos.load.sse import StreamMeter
 from chaos.load.workloads import Prompt, body
+
+if TYPE_CHECKING:
+    from chaos.load.locustfile import Context
 
 _perf = time.perf_counter
 _wall = time.time
@@ -45,7 +51,7 @@ def classify(exc: BaseException, in_body: bool) -> str:
     return "other"
 
 
-def _retry_after(headers) -> float | None:
+def _retry_after(headers: Mapping[str, Any] | None) -> float | None:
     raw = headers.get("retry-after") if headers is not None else None
     try:
         return float(raw) if raw is not None else None
@@ -59,10 +65,11 @@ class LLMUser(FastHttpUser):
     abstract = True
     wait_time = constant(0)
     max_retries = 0
-    ctx = None  # a chaos.load.locustfile.Context, set by the locustfile's init hook
+    ctx: Context | None = None  # a chaos.load.locustfile.Context, set by the locustfile's init hook
 
     def on_start(self) -> None:
         c = self.ctx
+        assert c is not None, "LLMUser.ctx is set by the locustfile's init hook"
         self.cfg = c.cfg
         self.path = PATHS[c.cfg.api]
         self.backoff = c.backoff(random.Random(f"{c.cfg.seed}-{id(self)}"))
@@ -74,6 +81,7 @@ class LLMUser(FastHttpUser):
     @task
     def one_logical_request(self) -> None:
         c = self.ctx
+        assert c is not None, "LLMUser.ctx is set by the locustfile's init hook"
         delay = c.pace()
         if delay is None:
             raise StopUser()
@@ -91,6 +99,8 @@ class LLMUser(FastHttpUser):
 
     def logical(self, prompt: Prompt) -> None:
         """All attempts of one logical request, each leaving a record."""
+        ctx = self.ctx
+        assert ctx is not None, "LLMUser.ctx is set by the locustfile's init hook"
         rid = f"{_RID_PREFIX}{next(_RID_N):08x}"
         started = _perf()
         attempt = 1
@@ -102,21 +112,21 @@ class LLMUser(FastHttpUser):
                 rec, retry_after = self.attempt(rid, attempt, prompt, payload, attrs)
             except gevent.GreenletExit:
                 if attempt > 1:  # its earlier attempts are recorded: the logical request still ends exactly once
-                    self.ctx.emit(RequestRecord(
+                    ctx.emit(RequestRecord(
                         request_id=rid, attempt=attempt, t_send=_wall(), prompt_tokens=prompt.tokens,
                         model_asked=self.cfg.model, prompt_class=prompt.prompt_class, error="other",
                         error_detail="load stopped while this retry was in flight", outcome="abandoned"))
                 raise
             if rec.ok:
                 rec.outcome = "succeeded"
-                self.ctx.emit(rec)
+                ctx.emit(rec)
                 return
             bo = self.backoff
             wait = bo.wait_for(attempt, retry_after) if bo else 0.0
             if bo is None or not bo.should_retry(rec.status, rec.error, streamed=rec.ttft is not None) \
                     or bo.give_up(attempt, _perf() - started, wait):
                 rec.outcome = "rejected" if rec.status is not None and 400 <= rec.status < 500 else "failed"
-                self.ctx.emit(rec)
+                ctx.emit(rec)
                 return
             rec.final = False
             try:
@@ -127,7 +137,7 @@ class LLMUser(FastHttpUser):
                 rec.error_detail = f"{rec.error_detail or ''} (load stopped during backoff)".strip()
                 raise
             finally:
-                self.ctx.emit(rec)
+                ctx.emit(rec)
             attempt += 1
 
     def draw_attributes(self) -> dict[str, str] | None:
@@ -149,8 +159,9 @@ class LLMUser(FastHttpUser):
             headers.update(attrs)
         rec.t_send = _wall()
         t0 = _perf()
-        resp = self.client.request("POST", self.path, data=payload, headers=headers, stream=True,
-                                   catch_response=True, name=f"{cfg.api}:{prompt.prompt_class}")
+        # locust annotates `data` as str | dict; it passes bytes through to geventhttpclient as they are
+        resp = self.client.request("POST", self.path, data=payload, headers=headers,  # type: ignore[arg-type]
+                                   stream=True, catch_response=True, name=f"{cfg.api}:{prompt.prompt_class}")
         retry_after = None
         with resp:
             err = getattr(resp, "error", None)
@@ -161,7 +172,9 @@ class LLMUser(FastHttpUser):
                 rec.error_detail = f"{type(err).__name__}: {err}"[:300] if err else "no response"
             else:
                 rec.status = resp.status_code
-                rec.served_by = resp.headers.get(cfg.served_by_header)
+                assert resp.headers is not None  # a response was read
+                # a str, unless the header came more than once (then geventhttpclient gives a list)
+                rec.served_by = cast("str | None", resp.headers.get(cfg.served_by_header))
                 if rec.status >= 300:
                     retry_after = _retry_after(resp.headers)
                     self._http_error(rec, resp, t0)
@@ -174,12 +187,12 @@ class LLMUser(FastHttpUser):
                     rec.error_detail = f"asked {cfg.model!r}, answered by {rec.model_answered!r}"
             resp.request_meta["response_time"] = (rec.e2e or 0.0) * 1000
             if rec.error is None:
-                resp.success()
+                resp.success()  # type: ignore[no-untyped-call]  # untyped in locust
             else:
-                resp.failure(f"{rec.error}: {rec.error_detail or rec.status}")
+                resp.failure(f"{rec.error}: {rec.error_detail or rec.status}")  # type: ignore[no-untyped-call]
         return rec, retry_after
 
-    def _http_error(self, rec: RequestRecord, resp, t0: float) -> None:
+    def _http_error(self, rec: RequestRecord, resp: ResponseContextManager, t0: float) -> None:
         rec.error = "http"
         try:
             text = (resp.content or b"")[:300]
@@ -188,7 +201,7 @@ class LLMUser(FastHttpUser):
             rec.error_detail = f"status {rec.status} ({type(e).__name__} reading body)"
         rec.e2e = _perf() - t0
 
-    def _read_stream(self, rec: RequestRecord, raw, t0: float) -> None:
+    def _read_stream(self, rec: RequestRecord, raw: HTTPSocketResponse, t0: float) -> None:
         """Read SSE events; each is timed by the kernel's receive stamp when the socket has one
         (chaos.load.kstamp: exact while the client keeps up, never later than the clock)."""
         meter = StreamMeter(t0)
@@ -221,7 +234,7 @@ class LLMUser(FastHttpUser):
             if problem is not None:
                 rec.error, rec.error_detail = problem
 
-    def _read_body(self, rec: RequestRecord, resp, t0: float) -> None:
+    def _read_body(self, rec: RequestRecord, resp: ResponseContextManager, t0: float) -> None:
         try:
             data = json.loads(resp.content or b"{}")
         except Exception as e:
@@ -248,7 +261,7 @@ class PlainStreamUser(FastHttpUser):
 
     @task
     def stream(self) -> None:
-        with self.client.request("POST", self.path, data=self.payload, stream=True, catch_response=True,
-                                 headers={"content-type": "application/json"}) as resp:
+        with self.client.request("POST", self.path, data=self.payload,  # type: ignore[arg-type]  # bytes pass through
+                                 stream=True, catch_response=True, headers={"content-type": "application/json"}) as resp:
             for _ in resp.iter_content(4096):
                 pass

@@ -17,7 +17,7 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from chaos.errors import ConfigError
 
@@ -54,7 +54,7 @@ class Prompt:
 def body(prompt: Prompt, *, api: str, model: str, max_tokens: int, stream: bool = True,
          ignore_eos: bool = False, temperature: float | None = None) -> bytes:
     """The JSON body of an OpenAI-compatible chat or completions request."""
-    d: dict = {"model": model, "max_tokens": max_tokens, "stream": stream}
+    d: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": stream}
     if temperature is not None:
         d["temperature"] = temperature
     if ignore_eos:  # a vLLM extension: fixed-length answers, as `vllm bench serve --ignore-eos` sends
@@ -157,7 +157,7 @@ def shared_prefix_set(n: int = 1000, prefixes: int = 4, prefix_tokens: int = 204
     return ListWorkload(prompts)
 
 
-def special_corpus(path: str | Path = SPECIAL_CORPUS) -> list[dict]:
+def special_corpus(path: str | Path = SPECIAL_CORPUS) -> list[dict[str, Any]]:
     """The special-character corpus rows: {name, features, text}."""
     p = Path(path)
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from typing import Any
 
 from chaos.observe._http import HttpGetter, error_class
 from chaos.observe.base import PollingObserver
@@ -17,7 +18,7 @@ class CompletionProber(PollingObserver):
 
     def __init__(self, base_url: str, timeline: Timeline | None = None, *, model: str = "sim-model",
                  interval_s: float = 0.3, timeout_s: float = 2.0, api_key: str | None = None,
-                 prompt: str = "ping", max_tokens: int = 1, **kw) -> None:
+                 prompt: str = "ping", max_tokens: int = 1, **kw: Any) -> None:
         super().__init__(timeline, interval_s=interval_s, **kw)
         self.http = HttpGetter(base_url, timeout_s)
         self.model = model

@@ -8,7 +8,6 @@ import urllib.request
 from typing import Any
 
 from chaos.errors import ChaosError
-
 from chaos.observe._http import HttpGetter
 from chaos.observe.base import PollingObserver
 from chaos.observe.timeline import Timeline
@@ -51,7 +50,7 @@ class GatewayStateObserver(PollingObserver):
     source = "gateway"
 
     def __init__(self, base_url: str, timeline: Timeline | None = None, *, token: str | None = None,
-                 interval_s: float = 0.25, timeout_s: float = 1.0, **kw) -> None:
+                 interval_s: float = 0.25, timeout_s: float = 1.0, **kw: Any) -> None:
         super().__init__(timeline, interval_s=interval_s, **kw)
         self.http = HttpGetter(base_url, timeout_s)
         self.headers = {"authorization": f"Bearer {token}"} if token else {}

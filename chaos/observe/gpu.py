@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Any, Callable, Literal, Protocol
 
 from chaos.errors import ConfigError, TargetError
 from chaos.observe._http import HttpGetter
@@ -201,10 +201,10 @@ class GpuObserver(PollingObserver):
 
     source = "gpu"
 
-    def __init__(self, timeline: Timeline | None = None, *, source: GpuSource | None | str = "auto",
-                 dcgm_url: str | None = None, interval_s: float = 0.25, **kw) -> None:
+    def __init__(self, timeline: Timeline | None = None, *, source: GpuSource | None | Literal["auto"] = "auto",
+                 dcgm_url: str | None = None, interval_s: float = 0.25, **kw: Any) -> None:
         super().__init__(timeline, interval_s=interval_s, **kw)
-        self.gpu = auto_source(dcgm_url) if source == "auto" else source
+        self.gpu: GpuSource | None = auto_source(dcgm_url) if source == "auto" else source
         self.available = self.gpu is not None
 
     def start(self) -> "GpuObserver":
@@ -235,7 +235,8 @@ def energy_joules(timeline: Timeline, t0: float, t1: float) -> float | None:
     pts = sorted((s.t, s.value) for s in timeline.series("gpu", "energy_mj") if t0 <= s.t <= t1)
     if len(pts) < 2:
         return None
-    return (pts[-1][1] - pts[0][1]) / 1000.0
+    joules: float = (pts[-1][1] - pts[0][1]) / 1000.0
+    return joules
 
 
 def tokens_per_joule(tokens: int, timeline: Timeline, t0: float, t1: float) -> float | None:

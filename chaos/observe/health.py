@@ -6,6 +6,7 @@ CompletionProber; this one tells when the server *claims* to be up or down.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from chaos.observe._http import HttpGetter, error_class
 from chaos.observe.base import PollingObserver
@@ -25,7 +26,7 @@ class HealthProber(PollingObserver):
     source = "health"
 
     def __init__(self, base_url: str, timeline: Timeline | None = None, *, interval_s: float = 0.1,
-                 timeout_s: float = 0.5, path: str = "/health", **kw) -> None:
+                 timeout_s: float = 0.5, path: str = "/health", **kw: Any) -> None:
         super().__init__(timeline, interval_s=interval_s, **kw)
         self.http = HttpGetter(base_url, timeout_s)
         self.path = path

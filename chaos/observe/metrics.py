@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from chaos.observe._http import HttpGetter, error_class
 from chaos.observe.base import PollingObserver
 from chaos.observe.timeline import Timeline
+
+if TYPE_CHECKING:
+    from chaos.observe.timeline import Sample
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,7 @@ class MetricsScraper(PollingObserver):
 
     def __init__(self, base_url: str, timeline: Timeline | None = None, *, interval_s: float = 1.0,
                  timeout_s: float = 2.0, path: str = "/metrics", prefixes: tuple[str, ...] = ("vllm:",),
-                 buckets: bool = False, **kw) -> None:
+                 buckets: bool = False, **kw: Any) -> None:
         super().__init__(timeline, interval_s=interval_s, **kw)
         self.http = HttpGetter(base_url, timeout_s)
         self.path = path
@@ -83,7 +87,7 @@ class MetricsScraper(PollingObserver):
         self.http.close()
 
 
-def _to_sample(t: float, s: MetricSample):
+def _to_sample(t: float, s: MetricSample) -> Sample:
     from chaos.observe.timeline import Sample
 
     return Sample(t, MetricsScraper.source, s.name, s.value, s.labels)

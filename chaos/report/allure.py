@@ -71,7 +71,7 @@ def _step_params_add(uuid: str, name: str, value: str) -> None:
 
 def open_step(title: str, start: float) -> Any:
     """Start an Allure step now (a phase heard as an event has no `with` block); close_step ends it."""
-    step = allure.step(title)
+    step: Any = allure.step(title)
     step.params = {"start": f"{iso(start)} ({start:.3f})"}
     step.__enter__()
     step.start = start
@@ -124,28 +124,30 @@ def labels(
     suite: str | None = None, severity: str | None = None, tags: Iterable[str] = (), **extra: str,
 ) -> None:
     """Set the Allure behaviour labels (epic / feature / story), suite, severity, tags and custom labels."""
+    dynamic: Any = allure.dynamic  # allure-python's API is untyped
     if epic:
-        allure.dynamic.epic(epic)
+        dynamic.epic(epic)
     if feature:
-        allure.dynamic.feature(feature)
+        dynamic.feature(feature)
     if story:
-        allure.dynamic.story(story)
+        dynamic.story(story)
     if suite:
-        allure.dynamic.suite(suite)
+        dynamic.suite(suite)
     if severity:
-        allure.dynamic.severity(allure.severity_level(severity))
+        dynamic.severity(allure.severity_level(severity))
     tags = list(tags)
     if tags:
-        allure.dynamic.tag(*tags)
+        dynamic.tag(*tags)
     for k, v in extra.items():
-        allure.dynamic.label(k, v)
+        dynamic.label(k, v)
 
 
 def title(text: str, description: str | None = None) -> None:
     """A readable test title (and markdown description) in the report."""
-    allure.dynamic.title(text)
+    dynamic: Any = allure.dynamic  # allure-python's API is untyped
+    dynamic.title(text)
     if description:
-        allure.dynamic.description(description)
+        dynamic.description(description)
 
 
 def attach_png(data: bytes | str | Path, name: str = "timeline") -> None:

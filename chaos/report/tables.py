@@ -59,8 +59,10 @@ class Table:
     def to_text(self) -> str:
         cells = self._cells()
         widths = [max([len(h)] + [len(r[i]) for r in cells if i < len(r)]) for i, h in enumerate(self.headers)]
-        line = lambda row: "  ".join(c.ljust(w) if i == 0 else c.rjust(w)  # noqa: E731
-                                     for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+
+        def line(row: list[str]) -> str:
+            return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+
         out = [self.title, line(self.headers), line(["-" * w for w in widths])]
         for row, st in zip(cells, self.status + [None] * len(cells)):
             out.append(line(row) + ("   <-- FAIL" if st == "fail" else ""))

@@ -200,9 +200,9 @@ def plot_breaker(
         xs, share = traffic_share(records, t0, t1, canary, bucket, pool_of)
         ax_share.step(xs, [100 * s for s in share], where="post", color="#17becf", label=f"{canary} share of answers")
     else:
-        pts = sorted(timeline.series("gateway", "traffic_share"), key=lambda s: s.t)
-        pts = [s for s in pts if s.labels.get("pool", canary) == canary]
-        ax_share.step([s.t - t0 for s in pts], [100 * float(s.value) for s in pts], where="post",
+        shares = sorted(timeline.series("gateway", "traffic_share"), key=lambda s: s.t)
+        shares = [s for s in shares if s.labels.get("pool", canary) == canary]
+        ax_share.step([s.t - t0 for s in shares], [100 * float(s.value) for s in shares], where="post",
                       color="#17becf", label=f"{canary} share (gateway)")
     ax_share.set_ylabel(f"{canary} traffic (%)")
     ax_share.set_ylim(-2, 102)

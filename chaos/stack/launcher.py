@@ -166,7 +166,9 @@ class EmbeddedStack:
         def loop(i: int) -> int:
             n, work = 0, MixWorkload(dict(self.env.load.mix), dict(self.env.load.classes), seed=i)  # the real prompt sizes
             while time.monotonic() < deadline:
-                n += completion_ok(api, model, timeout=10.0, api_key=key, prompt=work.next().text)
+                prompt = work.next()
+                assert prompt is not None  # a mix workload never runs out
+                n += completion_ok(api, model, timeout=10.0, api_key=key, prompt=prompt.text)
             return n
 
         with ThreadPoolExecutor(workers) as pool:
@@ -194,7 +196,7 @@ class EmbeddedStack:
             errors += _attempt(lambda: self.gateway.remove() if self.gateway else None, "gateway")
             self.gateway = None
         for name, t in reversed(list(self.targets.items())):
-            errors += _attempt(lambda t=t: (t.resume() if t.paused() else None), name)
+            errors += _attempt(lambda: (t.resume() if t.paused() else None), name)  # called at once: t is this one
             errors += _attempt(t.remove, name)
         self.targets.clear()
         for name, fp in reversed(list(self.fault_proxies.items())):
@@ -285,6 +287,6 @@ def status(env: Environment) -> dict[str, object]:
 def _get_ok(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2.0) as r:
-            return r.status == 200
+            return bool(r.status == 200)
     except (urllib.error.URLError, OSError, ValueError):
         return False

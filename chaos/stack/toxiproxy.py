@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 def find_binary() -> str:
     """toxiproxy-server from $CHAOS_TOXIPROXY_BIN, $PATH or <repo>/.tools/bin; StackError if absent."""
     explicit = os.environ.get("CHAOS_TOXIPROXY_BIN")
-    candidates = [explicit] if explicit else []
+    candidates: list[str | None] = [explicit] if explicit else []
     candidates += [shutil.which("toxiproxy-server"), str(REPO / ".tools" / "bin" / "toxiproxy-server")]
     for c in candidates:
         if c and os.path.isfile(c) and os.access(c, os.X_OK):

@@ -46,7 +46,7 @@ def http_health(host: str, port: int, path: str = "/health", timeout: float = 2.
     """True if GET http://host:port/path answers 200."""
     try:
         with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=timeout) as r:
-            return r.status == 200
+            return bool(r.status == 200)
     except (urllib.error.URLError, OSError, ValueError):
         return False
 

@@ -190,7 +190,7 @@ class DockerTarget:
         self.container.unpause()
 
     def paused(self) -> bool:
-        return self.container.status == "paused"
+        return bool(self.container.status == "paused")
 
     def is_running(self) -> bool:
         return self.container.status in ("running", "paused")
@@ -209,7 +209,8 @@ class DockerTarget:
         wait_until(self.health, timeout, what="/health 200", target=self.name, sleep=self._sleep, logs=lambda: self.logs(20))
 
     def logs(self, tail: int = 100) -> str:
-        return self.container.logs(tail=tail).decode(errors="replace")
+        text: str = self.container.logs(tail=tail).decode(errors="replace")
+        return text
 
     def exec(self, cmd: list[str]) -> tuple[int, str]:
         """(exit code, output) of cmd in the container, all of its output (not exec_run: docker_exec says why)."""

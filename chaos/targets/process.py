@@ -110,6 +110,7 @@ class ProcessTarget:
             if rc is None:
                 self._stopping.wait(0.05)
                 continue
+            assert proc is not None  # rc came from it
             with self._lock:
                 if gen != self._gen or self._stopping.is_set():
                     continue

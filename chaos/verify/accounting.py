@@ -102,7 +102,7 @@ def accounting_verdict(records: Sequence[RequestRecord],
     v = Verdict("request accounting")
     by = _group(records)
     _client_rows(v, by, wrong_model_max)
-    rows = server_log
+    rows = None if isinstance(server_log, ServerLog) else server_log
     if isinstance(server_log, ServerLog):
         rows = server_log.rows if server_log.source else None
         v.add("server_side", "replica-side log", server_log.source or "client-side only", None,

@@ -2,12 +2,15 @@
 memory-leak trend, told apart from the error-rate tier (the canary's window must stay under it)."""
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from chaos.env.model import BreakerPolicy
 from chaos.load.records import RequestRecord
 from chaos.verify.breaker import analyze
 from chaos.verify.verdict import Verdict
+
+if TYPE_CHECKING:
+    from chaos.observe.timeline import Sample
 
 
 def is_oom(r: RequestRecord) -> bool:
@@ -16,7 +19,7 @@ def is_oom(r: RequestRecord) -> bool:
     return r.status == 500 and ("out of memory" in detail or "-oom-" in detail)
 
 
-def first_state_change(samples: Iterable, pool: str, since: float, until: float) -> float | None:
+def first_state_change(samples: Iterable[Sample], pool: str, since: float, until: float) -> float | None:
     """When the gateway's own state for `pool` first left 'closed' in [since, until] (admin API samples)."""
     for s in sorted(samples, key=lambda s: s.t):
         if s.labels.get("pool") == pool and since <= s.t <= until and s.value not in ("closed", None):
@@ -25,7 +28,7 @@ def first_state_change(samples: Iterable, pool: str, since: float, until: float)
 
 
 def anomaly_verdict(attempts: Sequence[RequestRecord], policy: BreakerPolicy, t0: float, t1: float, kind: str, *,
-                    state_samples: Iterable | None = None, canary: str = "canary") -> Verdict:
+                    state_samples: Iterable[Sample] | None = None, canary: str = "canary") -> Verdict:
     """The trip: the gateway's state leaving 'closed' where its samples are given (an admin API), else
     the canary drained; it must come within the reaction allowance of the burst's third OOM (or of the
     fault, plus the leak window, for a leak), and not from the error-rate tier."""

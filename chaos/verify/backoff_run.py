@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 from chaos.env.model import RetryPolicy
 from chaos.errors import ConfigError
 from chaos.verify.backoff import ClientRun, judge
-from chaos.verify.recorder import RETRYABLE_FAILURES, Recorder
+from chaos.verify.recorder import RETRYABLE_FAILURES, Arrival, Recorder
 from chaos.verify.verdict import Verdict
 
 ClientFn = Callable[[str], Any]
@@ -53,7 +53,7 @@ def check_backoff(client: ClientFn | str, policy: RetryPolicy, *, failure: str =
             slots.append("n0")
         runs = _run_all(client, rec, slots, limit)
         arrivals = [a for a in rec.arrivals() if a.action not in ("health", "models")]
-    grouped = {p: [a for a in arrivals if a.slot.startswith(_PREFIX[p])] for p in phases}
+    grouped: dict[str, Sequence[Arrival]] = {p: [a for a in arrivals if a.slot.startswith(_PREFIX[p])] for p in phases}
     v = judge(grouped, policy, runs=runs, **judge_kw)
     v.data["scenario"] = {"failure": failure, "fail_first": fail_first, "retry_after": retry_after,
                           "clients": clients, "client": client if isinstance(client, str) else repr(client)}

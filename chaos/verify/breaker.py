@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from chaos.env.model import BreakerPolicy
 from chaos.errors import SLOViolation
 from chaos.load.records import RequestRecord
 from chaos.load.stats import nearest_rank
 
+if TYPE_CHECKING:
+    from chaos.observe.timeline import Sample, Timeline
+
+WindowRow = tuple[float, int, float, float | None]  # t, calls, error rate, p99
 BREAKER_ERRORS = frozenset({"reset", "timeout", "stream_cut", "error_chunk"})
 
 
@@ -80,7 +84,7 @@ class BreakerAnalysis:
         vals = [e for t, n, e, _ in self.window if start <= t <= end and n >= need]
         return max(vals, default=0.0)
 
-    def evidence(self, start: float = -math.inf, end: float = math.inf) -> dict:
+    def evidence(self, start: float = -math.inf, end: float = math.inf) -> dict[str, Any]:
         """A compact dict for SLOViolation.evidence and report attachments."""
         return {"baseline_share": self.baseline_share,
                 "crossings": [asdict(c) for c in self.crossings if start <= c.t <= end],
@@ -88,7 +92,7 @@ class BreakerAnalysis:
                 "metric_changes": [c for c in self.metric_changes if start <= c[0] <= end],
                 "peak_window_error_rate": self.peak_error_rate(start, end)}
 
-    def to_timeline(self, timeline) -> None:
+    def to_timeline(self, timeline: Timeline) -> None:
         """Add the canary share, window figures, crossings and moves to a chaos.observe Timeline."""
         for t, share in self.share:
             timeline.sample("breaker", "canary_share", share, t=t, pool=self.canary)
@@ -104,9 +108,10 @@ class BreakerAnalysis:
             timeline.event("state", "pool_state", t=t, pool=pool, value=v)
 
 
-def _window_series(recs: list[RequestRecord], p: BreakerPolicy, grid: Sequence[float]):
+def _window_series(recs: list[RequestRecord], p: BreakerPolicy, grid: Sequence[float]) -> list[WindowRow]:
     done = sorted(recs, key=lambda r: r.t_end)
-    out, lo, hi = [], 0, 0
+    out: list[WindowRow] = []
+    lo, hi = 0, 0
     for t in grid:
         while hi < len(done) and done[hi].t_end <= t:
             hi += 1
@@ -119,21 +124,23 @@ def _window_series(recs: list[RequestRecord], p: BreakerPolicy, grid: Sequence[f
     return out
 
 
-def _crossings(window, p: BreakerPolicy) -> list[Crossing]:
+def _crossings(window: Sequence[WindowRow], p: BreakerPolicy) -> list[Crossing]:
     rules = [("degrade_error_rate", 2, p.degrade_error_rate), ("rollback_error_rate", 2, p.rollback_error_rate),
              ("degrade_latency", 3, p.degrade_latency_s)]
     out: list[Crossing] = []
     for kind, idx, limit in rules:
         above = False
         for row in window:
-            now = row[1] >= p.min_calls and row[idx] is not None and row[idx] >= limit
+            value = row[idx]
+            now = row[1] >= p.min_calls and value is not None and value >= limit
             if now and not above:
-                out.append(Crossing(row[0], kind, row[idx], row[1]))
+                assert value is not None  # `now` holds only with a value
+                out.append(Crossing(row[0], kind, value, row[1]))
             above = now
     return sorted(out, key=lambda c: c.t)
 
 
-def _share_bins(attributed: list[tuple[float, bool]], t0: float, t1: float, bin_s: float):
+def _share_bins(attributed: list[tuple[float, bool]], t0: float, t1: float, bin_s: float) -> list[tuple[float, int, int]]:
     """(bin start, calls, canary calls) per bin of sends."""
     nbins = max(1, math.ceil((t1 - t0) / bin_s))
     tot, can = [0] * nbins, [0] * nbins
@@ -171,7 +178,7 @@ def drained_by_more_than_noise(k: int, n: int, baseline: float, alpha: float = D
 def analyze(records: Iterable[RequestRecord], policy: BreakerPolicy, *, canary: str = "canary",
             pool_of: Callable[[str | None], str | None] = default_pool_of, step_s: float = 0.5,
             bin_s: float = 1.0, min_bin_calls: int = 5, drained_share: float = 0.25,
-            baseline_until: float | None = None, metric_samples: Iterable = (),
+            baseline_until: float | None = None, metric_samples: Iterable[Sample] = (),
             alpha: float = DRAIN_ALPHA) -> BreakerAnalysis:
     """Compute the canary's window series, crossings and traffic moves from records."""
     recs = sorted(records, key=lambda r: r.t_send)
@@ -210,12 +217,12 @@ def analyze(records: Iterable[RequestRecord], policy: BreakerPolicy, *, canary: 
             a.moves.append(Move(t, "restored", s))
             drained = False
     last: dict[str, float] = {}
-    for s in sorted((s for s in metric_samples if s.name == policy.state_metric), key=lambda s: s.t):
-        pool = s.labels.get("pool", "")
-        if last.get(pool) != float(s.value):
+    for sample in sorted((s for s in metric_samples if s.name == policy.state_metric), key=lambda s: s.t):
+        pool = sample.labels.get("pool", "")
+        if last.get(pool) != float(sample.value):
             if pool in last:
-                a.metric_changes.append((s.t, pool, float(s.value)))
-            last[pool] = float(s.value)
+                a.metric_changes.append((sample.t, pool, float(sample.value)))
+            last[pool] = float(sample.value)
     return a
 
 
@@ -311,7 +318,7 @@ def check_no_flapping(a: BreakerAnalysis, max_moves: int) -> None:
 
 def verify_breaker(records: Iterable[RequestRecord], policy: BreakerPolicy, *, expect: str,
                    fault: tuple[float, float], until: float | None = None, recovery_s: float | None = None,
-                   max_moves: int | None = None, **analyze_kw) -> BreakerAnalysis:
+                   max_moves: int | None = None, **analyze_kw: Any) -> BreakerAnalysis:
     """One call for a suite: expect 'none' | 'degrade' | 'rollback' for a fault over (start, end)."""
     if expect not in ("none", "degrade", "rollback"):
         raise ValueError(f"expect must be none, degrade or rollback, got {expect!r}")

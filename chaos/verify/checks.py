@@ -41,7 +41,7 @@ class all_of(Check):
     """Every check must hold."""
 
     def __init__(self, *checks: Check | CheckFn) -> None:
-        self.checks = [c for ch in checks for c in (ch.checks if isinstance(ch, all_of) else [ch])]
+        self.checks: list[Check | CheckFn] = [c for ch in checks for c in (ch.checks if isinstance(ch, all_of) else [ch])]
 
     def rows(self, records: Sequence[RequestRecord]) -> list[Row]:
         return [r for c in self.checks for r in _rows(c(records))]

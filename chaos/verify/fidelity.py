@@ -19,6 +19,7 @@ Shape = dict[str, Any]
 def _request(base: str, method: str, path: str, body: bytes | None = None,
              ctype: str = "application/json") -> tuple[int, dict[str, str], bytes]:
     u = urlsplit(base)
+    assert u.hostname is not None, f"no host in {base!r}"
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
     try:
         conn.request(method, path, body=body, headers={"Content-Type": ctype} if body is not None else {})
@@ -84,13 +85,22 @@ def _metrics_shape(headers: dict[str, str], raw: bytes) -> Shape:
     return {"content_type": headers.get("content-type", "").split(";")[0], "families": fams}
 
 
+def _health_shape(base: str) -> Shape:
+    status, _headers, raw = _request(base, "GET", "/health")
+    return {"status": status, "empty": raw == b""}
+
+
+def _models_shape(base: str) -> Shape:
+    status, _headers, raw = _request(base, "GET", "/v1/models")
+    return {"status": status, "keys": sorted(json.loads(raw)["data"][0])}
+
+
 def probes(model: str, max_model_len: int) -> dict[str, Callable[[str], Shape]]:
     """name -> probe(base_url) returning the shape of what the server answered."""
     too_long = " ".join(["word"] * (max_model_len + 8))
     return {
-        "health": lambda b: (lambda s, h, r: {"status": s, "empty": r == b""})(*_request(b, "GET", "/health")),
-        "models": lambda b: (lambda s, h, r: {"status": s, "keys": sorted(json.loads(r)["data"][0])})(
-            *_request(b, "GET", "/v1/models")),
+        "health": _health_shape,
+        "models": _models_shape,
         "too_long_prompt": lambda b: _error_shape(*_request(b, "POST", "/v1/chat/completions",
                                                             _chat(model, too_long, max_tokens=4))[::2], model),
         "max_tokens_over_len": lambda b: _error_shape(*_request(b, "POST", "/v1/chat/completions",

@@ -32,7 +32,8 @@ Shape = dict[str, Any]
 def _status(url: str, path: str = "/health", timeout: float = 3.0) -> int | str:
     try:
         with urllib.request.urlopen(f"{url}{path}", timeout=timeout) as r:
-            return r.status
+            status: int = r.status
+            return status
     except urllib.error.HTTPError as e:
         return e.code
     except (urllib.error.URLError, OSError) as e:
@@ -44,7 +45,8 @@ def _completion(url: str, model: str, timeout: float) -> int | str:
     req = urllib.request.Request(f"{url}/v1/completions", data=body, headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status
+            status: int = r.status
+            return status
     except urllib.error.HTTPError as e:
         return e.code
     except (urllib.error.URLError, OSError) as e:
@@ -97,7 +99,7 @@ def _settled_state(target: Any, pid: int, want: str, within_s: float = 2.0) -> s
     """The process's state once it reads `want`, or whatever it reads after `within_s` (a signal is
     acted on when its threads next run, which on a loaded machine is not at once)."""
     deadline = time.monotonic() + within_s
-    state = target.proc_state(pid)
+    state: str | None = target.proc_state(pid)
     while state != want and time.monotonic() < deadline:
         time.sleep(0.01)
         state = target.proc_state(pid)
@@ -127,6 +129,7 @@ def engine_death(target: Any, url: str, kill_engine: Callable[[], None], wait_s:
     exits = [e for e in target.events if e[1] == "exit"]
     return {"health_after": health, "exit_code": exits[-1][2] if exits else None,
             "shutdown_within": bucket(None if refused is None else refused - t0, WATCHDOG_S + SHUTDOWN_SLACK_S),
-            "exit_after_shutdown": bucket(None if exited is None else exited - refused, TEARDOWN_S),
+            # refused is set whenever exited is
+            "exit_after_shutdown": bucket(None if exited is None or refused is None else exited - refused, TEARDOWN_S),
             "seconds": {"refused": None if refused is None else round(refused - t0, 2),
                         "exited": None if exited is None else round(exited - t0, 2)}}

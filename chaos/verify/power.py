@@ -18,6 +18,10 @@ crossing that must not, so `windows` counts every window the gateway could close
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chaos.env.model import BreakerPolicy
 
 SPREADS = ("even", "random")
 ALPHA = 0.01  # the stated false-alarm rate of one scenario's tier verdict
@@ -91,12 +95,12 @@ def judgeable(calls: int, fraction: float, threshold: float, *, expect_reach: bo
             f"{alpha:.0%}; it needs {'more than 100000' if need is None else need} calls per window")
 
 
-def tier_judgeable(policy, fraction: float, expect: str, calls: int, hold_s: float, spread: str = "even",
+def tier_judgeable(policy: BreakerPolicy, fraction: float, expect: str, calls: int, hold_s: float, spread: str = "even",
                    alpha: float = ALPHA) -> str | None:
     """None when an error-rate scenario (`fraction` of the canary's calls fail for `hold_s`) can show
     the tier `expect` (none | degrade | rollback) of `policy` (a BreakerPolicy) at `calls` per window."""
     over_fault = math.ceil((hold_s + policy.window_s) / policy.window_s)  # every window the fault touches
-    kw = dict(spread=spread, alpha=alpha, min_calls=policy.min_calls)
+    kw: dict[str, Any] = dict(spread=spread, alpha=alpha, min_calls=policy.min_calls)
     if expect == "none":
         return judgeable(calls, fraction, policy.degrade_error_rate, expect_reach=False, windows=over_fault, **kw)
     if expect == "degrade":  # reached in the first window, and the rollback tier in none

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hmac
 import json
+from typing import Any, Iterator
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, generate_latest
@@ -38,7 +39,7 @@ class _PolicyCollector:
     def __init__(self, policy: GatewayPolicy) -> None:
         self.policy = policy
 
-    def collect(self):
+    def collect(self) -> Iterator[GaugeMetricFamily]:
         snap = self.policy.snapshot()
         state = GaugeMetricFamily(STATE_METRIC, "breaker state per pool: 0 closed, 1 half-open, 2 open, 3 forced open",
                                   labels=["pool"])
@@ -108,7 +109,7 @@ class Admin:
         got = request.headers.get("Authorization", "")
         return hmac.compare_digest(got.encode(), f"Bearer {self._token}".encode())
 
-    async def _json(self, request: web.Request) -> dict:
+    async def _json(self, request: web.Request) -> dict[str, Any]:
         if not self._authorized(request):
             raise web.HTTPUnauthorized(text='{"error": "Unauthorized"}', content_type="application/json")
         if request.method != "POST" or not request.can_read_body:
@@ -121,7 +122,7 @@ class Admin:
             raise web.HTTPBadRequest(text='{"error": "body must be a JSON object"}', content_type="application/json")
         return data
 
-    def _pool(self, data: dict, required: bool = False) -> str | None:
+    def _pool(self, data: dict[str, Any], required: bool = False) -> str | None:
         pool = data.get("pool")
         if (pool is None and required) or (pool is not None and pool not in POOLS):
             raise web.HTTPBadRequest(text=json.dumps({"error": f"pool must be one of {list(POOLS)}"}),
@@ -129,7 +130,7 @@ class Admin:
         return pool
 
     @staticmethod
-    def _ok(data: dict) -> web.Response:
+    def _ok(data: dict[str, Any]) -> web.Response:
         return web.json_response(data, headers={"Cache-Control": "no-store"})
 
     async def state(self, request: web.Request) -> web.Response:
@@ -161,7 +162,7 @@ class Admin:
                 setattr(self.policy, key, float(value))
         return self._ok(self.policy.snapshot())
 
-    def _release_view(self) -> dict:
+    def _release_view(self) -> dict[str, Any]:
         return {"canary_weight": self.policy.canary_weight, **self.policy.release.to_json()}
 
     async def release(self, request: web.Request) -> web.Response:

@@ -14,7 +14,7 @@ def _nfkc(value: Any) -> Any:
     return value
 
 
-def normalize_payload(payload: dict) -> dict:
+def normalize_payload(payload: dict[str, Any]) -> dict[str, Any]:
     """NFKC every prompt string: `prompt` (str or list) and messages[].content (str or text parts)."""
     if "prompt" in payload:
         payload["prompt"] = _nfkc(payload["prompt"])

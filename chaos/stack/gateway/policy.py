@@ -18,10 +18,11 @@ import threading
 import time
 from collections import deque
 from dataclasses import asdict
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from chaos.env.model import BreakerPolicy
-from chaos.stack.gateway.breaker import NORMAL, PROBE, STATE_CODES, RateBreaker, SlidingWindow, State, Transition
+from chaos.stack.gateway.breaker import (NORMAL, PROBE, STATE_CODES, RateBreaker, SlidingWindow, State, Transition,
+                                         WindowStats)
 from chaos.stack.gateway.release import MirrorLog, Release
 
 STABLE, CANARY = "stable", "canary"
@@ -230,7 +231,7 @@ class GatewayPolicy:
         else:
             raise ValueError(f"state must be 'open' or 'forced_open', got {state!r}")
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         """Everything the admin API and /metrics show."""
         with self._lock:
             pools = {}
@@ -248,5 +249,5 @@ class GatewayPolicy:
                     "transitions": trs}
 
 
-def _stats(w) -> dict:
+def _stats(w: WindowStats) -> dict[str, Any]:
     return {"calls": w.calls, "failures": w.failures, "error_rate": w.error_rate, "p99_s": w.p99_s}

@@ -18,6 +18,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp import web
@@ -28,6 +29,9 @@ from chaos.stack.gateway.normalize import normalize_body
 from chaos.stack.gateway.policy import CANARY, POOLS, STABLE, GatewayPolicy, is_oom
 from chaos.stack.gateway.release import MIRROR_HEADER, TEXT_LIMIT, answer_text
 from chaos.stack.gateway.streamcheck import StreamCheck
+
+if TYPE_CHECKING:
+    from chaos.stack.gateway.admin import GatewayMetrics
 
 log = logging.getLogger("chaos.gateway")
 
@@ -56,7 +60,7 @@ class Proxy:
     """Routes, forwards and accounts for one request at a time (state lives in GatewayPolicy)."""
 
     def __init__(self, replicas: list[Replica], policy: GatewayPolicy, *, hmac_key: bytes | None = None,
-                 hmac_window_s: float = 300.0, normalize: bool = True, metrics=None) -> None:
+                 hmac_window_s: float = 300.0, normalize: bool = True, metrics: GatewayMetrics | None = None) -> None:
         self.pools = {p: [r for r in replicas if r.pool == p] for p in POOLS}
         self.present = {p for p, rs in self.pools.items() if rs}
         self._rr = {p: itertools.count() for p in POOLS}
@@ -67,7 +71,7 @@ class Proxy:
         self.normalize = normalize
         self.metrics = metrics
         self.session: aiohttp.ClientSession | None = None
-        self._shadows: set[asyncio.Task] = set()  # mirrored calls in flight (a task needs a reference)
+        self._shadows: set[asyncio.Task[None]] = set()  # mirrored calls in flight (a task needs a reference)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
@@ -100,7 +104,7 @@ class Proxy:
         task.add_done_callback(self._shadows.discard)
         return resp
 
-    async def _mirror(self, request: web.Request, body: bytes, rid: str, stable: dict) -> None:
+    async def _mirror(self, request: web.Request, body: bytes, rid: str, stable: dict[str, Any]) -> None:
         """Send the same request to the canary, keep both answers' texts, discard the canary's."""
         assert self.session is not None
         replica = self._pick(CANARY)
@@ -113,7 +117,7 @@ class Proxy:
         pair = {"t": time.time(), "request_id": rid, "path": request.path, "attrs": {
             h: request.headers[h] for h in (self.policy.release.admit or {}) if h in request.headers},
             "stable": stable}
-        canary: dict = {"replica": f"{CANARY}/{replica.name}", "status": None, "text": ""}
+        canary: dict[str, Any] = {"replica": f"{CANARY}/{replica.name}", "status": None, "text": ""}
         t0 = time.monotonic()
         try:
             async with self.session.request(request.method, replica.url + request.raw_path, data=body,

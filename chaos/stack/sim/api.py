@@ -137,7 +137,7 @@ class Api:
             raise
         return self._respond(s, resp, outcome, rec)
 
-    async def _parse(self, request: web.Request, chat: bool, rec: dict) -> P.Parsed:
+    async def _parse(self, request: web.Request, chat: bool, rec: dict[str, Any]) -> P.Parsed:
         if not self._authorized(request):
             raise _Unauthorized()
         if self.srv.engine.dead:
@@ -179,14 +179,14 @@ class Api:
             srv.leak(lk["bytes_per_request"])
         return None
 
-    def _reject(self, rec: dict, status: int, body: bytes, outcome: str = "rejected") -> web.Response:
+    def _reject(self, rec: dict[str, Any], status: int, body: bytes, outcome: str = "rejected") -> web.Response:
         rec["status"], rec["outcome"], rec["t_finish"] = status, outcome, time.time()
         self.srv.reqlog.write(rec)
         if status == 401:
             body = _UNAUTHORIZED
         return web.Response(body=body, status=status, content_type=_JSON)
 
-    def _log_finished(self, s: Stream, wall: float, rec: dict) -> None:
+    def _log_finished(self, s: Stream, wall: float, rec: dict[str, Any]) -> None:
         req = s.req
         assert req is not None
         rec.update(t_scheduled=req.t_scheduled, t_first_token=s.t_first_sent or req.t_first_token, t_finish=wall,
@@ -196,7 +196,7 @@ class Api:
             rec["logged"] = True
 
     def _respond(self, s: Stream, resp: web.StreamResponse | None, outcome: str,
-                 rec: dict) -> web.StreamResponse:
+                 rec: dict[str, Any]) -> web.StreamResponse:
         if rec.pop("logged", False):
             return resp  # type: ignore[return-value]
         if "t_finish" not in rec or rec["t_finish"] is None:

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from chaos.errors import ConfigError
 from chaos.stack.sim import faults as F
@@ -39,7 +39,7 @@ def _addrs(text: str) -> list[tuple[str, int]]:
     return out
 
 
-def _fault(text: str) -> tuple[str, dict]:
+def _fault(text: str) -> tuple[str, dict[str, Any]]:
     try:
         return F.parse_flag(text)
     except ConfigError as e:
@@ -85,7 +85,8 @@ def _admin_token(ns: argparse.Namespace) -> str | None:
             return Path(ns.admin_token_file).read_text(encoding="utf-8").split()[0]
         except (OSError, IndexError):
             raise ConfigError(f"--admin-token-file {ns.admin_token_file}: cannot read a token from it") from None
-    return ns.admin_token
+    token: str | None = ns.admin_token
+    return token
 
 
 def parse_config(argv: list[str] | None) -> SimConfig:

@@ -51,7 +51,7 @@ class Stream:
                  "fault", "fault_at", "fault_arg", "outcome", "role_sent", "on_finish", "t_first_sent")
 
     def __init__(self, parsed: P.Parsed, rid: str, created: int, transport: Any,
-                 future: asyncio.Future) -> None:
+                 future: asyncio.Future[str]) -> None:
         self.parsed = parsed
         self.rid, self.created = rid, created
         self.fmt = P.ChunkFormat(parsed.chat, rid, created, parsed.model) if parsed.stream else None
@@ -89,7 +89,7 @@ class Engine:
         self._prep_s = 0.0  # EWMA of the bookkeeping before a step's writes
         self._burst_s = 0.0  # EWMA of how long one step's socket writes take
         self._wake_late = deque([0.0], maxlen=64)  # how late recent early wake-ups came
-        self._batch: tuple[list, list] | None = None
+        self._batch: tuple[list[tuple[Any, bytes]], list[Stream]] | None = None
         self.on_death: Any = None
         sched.token_source = lambda req, i: gen.token(req.gen, i)
 
@@ -208,7 +208,7 @@ class Engine:
             if not st.future.done():
                 st.future.set_result(st.outcome)
 
-    def _prepare(self, plan: Any, wall: float) -> tuple[list[tuple[Any, bytes]], list[Stream], list]:
+    def _prepare(self, plan: Any, wall: float) -> tuple[list[tuple[Any, bytes]], list[Stream], list[tuple[Any, bytes, Stream]]]:
         """Apply the step and build every chunk frame; nothing is written yet."""
         outs = self.sched.update(plan, wall)
         writes: list[tuple[Any, bytes]] = []

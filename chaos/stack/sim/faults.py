@@ -127,7 +127,7 @@ class FaultSet:
         if not p.get("spread", 0):
             return self.coin(fraction)
         acc = self._acc.get(mode, 0.0) + fraction
-        hit = acc >= 1.0 - 1e-9
+        hit: bool = acc >= 1.0 - 1e-9
         self._acc[mode] = acc - 1.0 if hit else acc
         return hit
 

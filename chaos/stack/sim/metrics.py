@@ -90,7 +90,8 @@ class Metrics:
 
     def render(self, gauges: dict[str, float], counters: dict[str, float]) -> bytes:
         """Prometheus text: engine gauges/counters passed in, plus our own series."""
-        lab, out = self.labels, []
+        lab = self.labels
+        out: list[str] = []
         add = out.append
         gauge_help = {"vllm:num_requests_running": "Number of requests in model execution batches.",
                       "vllm:num_requests_waiting": "Number of requests waiting to be processed.",

@@ -72,7 +72,7 @@ def _bad(msg: str, param: str | None = None) -> ApiError:
     return ApiError(400, msg, param)
 
 
-def _num(body: dict, key: str, lo: float | None = None, hi: float | None = None,
+def _num(body: dict[str, Any], key: str, lo: float | None = None, hi: float | None = None,
          integer: bool = False, lo_open: bool = False) -> Any:
     val = body.get(key)
     if val is None:
@@ -87,7 +87,7 @@ def _num(body: dict, key: str, lo: float | None = None, hi: float | None = None,
     return val
 
 
-def _bool(body: dict, key: str) -> bool:
+def _bool(body: dict[str, Any], key: str) -> bool:
     val = body.get(key)
     if val is None:
         return False
@@ -96,7 +96,7 @@ def _bool(body: dict, key: str) -> bool:
     return val
 
 
-def _prompt_text(body: dict) -> str:
+def _prompt_text(body: dict[str, Any]) -> str:
     p = body.get("prompt")
     if isinstance(p, list) and len(p) == 1 and isinstance(p[0], (str, list)):
         p = p[0]
@@ -110,7 +110,7 @@ def _prompt_text(body: dict) -> str:
     raise _bad("prompt must be a string, a list with one string, or a list of token ids.", "prompt")
 
 
-def _messages_text(body: dict) -> str:
+def _messages_text(body: dict[str, Any]) -> str:
     msgs = body.get("messages")
     if not isinstance(msgs, list) or not msgs:
         raise _bad("messages must be a non-empty list.", "messages")

@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 from aiohttp import web
 
@@ -58,7 +58,7 @@ class SimServer:
         self._watchdog_origin = 0.0  # the loop time the HTTP server started; set in serve()
         self._site: web.TCPSite | None = None
         self._leaked: list[bytearray] = []
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def serve(self) -> int:
@@ -161,7 +161,7 @@ class SimServer:
     def apply_fault(self, mode: str, params: dict[str, Any]) -> None:
         self.faults.set(mode, params)
         log.warning("fault injected: %s %s", mode, params)
-        actions = {"crash": self.crash, "hang": lambda: self.engine.set_hang(True),
+        actions: dict[str, Callable[[], object]] = {"crash": self.crash, "hang": lambda: self.engine.set_hang(True),
                    "engine-death": lambda: self.engine.die(["EngineCore encountered a fatal error."]),
                    "oom": lambda: self.engine.die([OOM_LINE, "EngineCore encountered a fatal error."])}
         action = actions.get(mode)

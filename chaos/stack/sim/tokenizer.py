@@ -21,6 +21,7 @@ import random
 import re
 import unicodedata
 import zlib
+from typing import Any
 
 _TOKEN_RE = re.compile(r"\w{1,8}|[^\w\s]")
 
@@ -39,7 +40,7 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN_RE.findall(text)
 
 
-def render_chat(messages: list[dict]) -> str:
+def render_chat(messages: list[dict[str, Any]]) -> str:
     """Flatten chat messages into one prompt string (a simple chat template)."""
     parts = []
     for m in messages:

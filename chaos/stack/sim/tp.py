@@ -27,10 +27,10 @@ class RankLink:
 
     def __init__(self, rank: int, listen_port: int, connect: tuple[str, int]) -> None:
         self.rank, self.listen_port, self.connect = rank, listen_port, connect
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.writer: asyncio.StreamWriter | None = None
         self.acked = 0
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[None] | None = None
 
 
 class RankGroup:
@@ -44,7 +44,7 @@ class RankGroup:
         self.timeout = timeout
         self.on_worker_death = on_worker_death
         self._step = 0
-        self._waiter: asyncio.Future | None = None
+        self._waiter: asyncio.Future[None] | None = None
         self._closed = False
 
     def spawn(self) -> None:
