@@ -160,7 +160,7 @@ ENTRIES = (  # destructive: as the suites mark their tests (refused on a protect
     Entry("inputs", "special characters; malformed requests", False),
     Entry("inputs", "tokenizer crash with and without NFKC", True, (no_simulator_replica,)),
     Entry("load", "7:2:1 mix; 100 x xl burst", False, (),
-          "the regression check needs a recorded baseline (`CHAOS_UPDATE_BASELINE=1`)"),
+          "the regression check needs a recorded baseline (`chaos baseline record`)"),
 )
 
 

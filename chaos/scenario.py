@@ -59,6 +59,12 @@ class Scenario:
         self.records: list[RequestRecord] = []
         self.observers: list[Any] = []
         self.closed = False
+        # GPU telemetry in every scenario: NVML, else the environment's DCGM exporter; without either
+        # the timeline and the journal say "no GPU visible" (never a silent omission)
+        from chaos.observe.gpu import GpuObserver
+
+        self.gpu = GpuObserver(self.timeline, dcgm_url=env.telemetry.dcgm_url, gpu_index=env.telemetry.gpu_index)
+        self.observers.append(self.gpu.start())
 
     @property
     def fault(self) -> Any:
@@ -99,19 +105,10 @@ class Scenario:
 
     def start_load(self, **overrides: Any) -> None:
         """Start background load against the client endpoint with the environment's profile."""
-        from chaos.load.runner import start_load
+        from chaos.load.runner import start_env_load
 
-        p = self.env.load
-        kw: dict[str, Any] = dict(users=p.users, duration_s=self.scaled(p.duration_s), mix=dict(p.mix),
-                                  classes=dict(p.classes),
-                                  model=self.env.endpoints.model, max_tokens=p.max_tokens, stream=p.stream,
-                                  retry_policy=self.env.retry, api_key=self.env.endpoints.api_key, seed=0,
-                                  workers=p.workers, worker_host=p.worker_host,
-                                  worker_python=p.worker_python)
-        if p.shape == "rate":
-            kw.update(rate=p.rate_per_s, users=None)
-        kw.update(overrides)
-        self.load = start_load(self.env.endpoints.api, out_dir=self.out_dir / "load", **kw)
+        self.load = start_env_load(self.env, out_dir=self.out_dir / "load",
+                                   **{"duration_s": self.scaled(self.env.load.duration_s), "seed": 0, **overrides})
 
     def add_observer(self, observer: Any) -> Any:
         """Keep a started observer (anything with stop()) running until the scenario closes."""
@@ -270,9 +267,17 @@ class Scenario:
             if self.load is not None:
                 self._collect(self.load.stop())
                 self.load = None
+            self.method.publish(ev.Noted, what="gpu", detail=self.gpu_figures())
             self.method.publish(ev.ExperimentEnded, status=status or "ENDED", reason=reason)
             self.timeline.dump(self.out_dir / "timeline.json")
             self.journal.write()
+
+    def gpu_figures(self) -> dict[str, Any]:
+        """The GPU over the scenario: temperature, power, energy, tokens per joule, or why there are none."""
+        from chaos.observe.gpu import gpu_summary
+
+        tokens = sum(r.output_tokens or 0 for r in self.records if r.ok)
+        return gpu_summary(self.timeline, self.t0, self.clock(), tokens)
 
     def _revert_on_exit(self) -> None:
         # a scenario left with its fault in place (a failed check, an error, a stop): prove and

@@ -191,6 +191,8 @@ class SLAs(_Strict):
     steady_state_s: float = Field(120.0, gt=0, description="fault end -> error rate and P99 back in bounds")
     cold_start_s: float = Field(300.0, gt=0, description="new replica start -> serving")
     error_budget: float = Field(0.01, ge=0, le=1, description="error rate allowed outside fault windows")
+    min_goodput_share: float = Field(0.95, ge=0, le=1, description="share of requests meeting every SLO at once")
+    long_prompt_failure_rate: float = Field(0.01, ge=0, le=1, description="the 32k class's own alert: failed attempts")
     latency: dict[str, LatencySLA] = {}
     degraded_latency_factor: float = Field(3.0, ge=1, description="P99 may grow this much under network faults")
     max_retry_amplification: float = Field(3.0, ge=1)
@@ -277,6 +279,13 @@ class Safety(_Strict):
     abort: AbortThresholds = AbortThresholds()
 
 
+class Telemetry(_Strict):
+    """Where GPU telemetry comes from: NVML on this host first, else a DCGM exporter's /metrics."""
+
+    gpu_index: int = Field(0, ge=0, description="the GPU NVML (or the exporter's `gpu` label) reads")
+    dcgm_url: str | None = Field(None, description="a dcgm-exporter base URL, for GPUs on another host")
+
+
 class Environment(_Strict):
     """A validated environment file."""
 
@@ -298,6 +307,7 @@ class Environment(_Strict):
     safety: Safety = Safety()
     client_commands: dict[str, str] = {}
     baseline_file: str | None = None
+    telemetry: Telemetry = Telemetry()
     _source: str | None = PrivateAttr(None)
 
     @property

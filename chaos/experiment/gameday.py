@@ -32,6 +32,24 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-")[:60] or "experiment"
 
 
+def make_fault(env: Any, stack: Any, spec: PlanFault, *, allow_destructive: bool = False) -> Any:
+    """A plan's fault, aimed at a target this process supervises where the stack is ours (a restart
+    needs its supervisor), else built as `chaos fault inject` builds it; with the environment's policy."""
+    from chaos import faults
+    from chaos.faults.base import Policy
+    from chaos.faults.build import TARGET, build_fault
+
+    params = spec.params()
+    if spec.kind in TARGET and stack is not None:
+        if spec.target not in stack.targets:
+            raise ConfigError(f"target {spec.target!r}: the environment has {', '.join(stack.targets) or 'no targets'}")
+        fault = getattr(faults, spec.kind.replace("-", "_"))(stack.target(spec.target), **params)
+    else:
+        fault = build_fault(env, spec.kind, target=spec.target, proxy=spec.proxy, params=params,
+                            run_id=f"gameday-{env.name}")
+    return fault.using(Policy.for_env(env, allow_destructive=allow_destructive))
+
+
 class GameDay:
     """One game day of `plan` against `env`."""
 
@@ -49,20 +67,7 @@ class GameDay:
         self.runs: list[ExperimentRun] = []
 
     def make_fault(self, spec: PlanFault) -> Any:
-        from chaos import faults
-        from chaos.faults.build import TARGET, build_fault
-        from chaos.faults.base import Policy
-
-        params = spec.params()
-        if spec.kind in TARGET and self.stack is not None:  # a target this process supervises
-            if spec.target not in self.stack.targets:
-                raise ConfigError(f"target {spec.target!r}: the environment has "
-                                  f"{', '.join(self.stack.targets) or 'no targets'}")
-            fault = getattr(faults, spec.kind.replace("-", "_"))(self.stack.target(spec.target), **params)
-        else:
-            fault = build_fault(self.env, spec.kind, target=spec.target, proxy=spec.proxy, params=params,
-                                run_id=f"gameday-{self.env.name}")
-        return fault.using(Policy.for_env(self.env, allow_destructive=self.allow_destructive))
+        return make_fault(self.env, self.stack, spec, allow_destructive=self.allow_destructive)
 
     def make_release(self, spec: Any) -> Any:
         from chaos.faults.base import Policy
@@ -77,17 +82,10 @@ class GameDay:
         return gate_verdicts(self.env, x.release, x.gate, window_s)
 
     def make_load(self, overrides: dict[str, Any], seconds: float, name: str) -> Any:
-        from chaos.load.runner import start_load
+        from chaos.load.runner import start_env_load
 
-        p, e = self.env.load, self.env
-        kw: dict[str, Any] = dict(users=p.users, duration_s=seconds, mix=dict(p.mix), classes=dict(p.classes),
-                                  model=e.endpoints.model, max_tokens=p.max_tokens, stream=p.stream,
-                                  retry_policy=e.retry, api_key=e.endpoints.api_key, workers=p.workers,
-                                  worker_host=p.worker_host, worker_python=p.worker_python)
-        if p.shape == "rate":
-            kw.update(rate=p.rate_per_s, users=None)
-        kw.update(overrides)
-        return start_load(e.endpoints.api, out_dir=self.out_dir / "load" / _slug(name), **kw)
+        return start_env_load(self.env, out_dir=self.out_dir / "load" / _slug(name),
+                              **{"duration_s": seconds, **overrides})
 
     def run(self) -> int:
         from chaos.faults import base as fault_base

@@ -324,6 +324,24 @@ def start_load(base_url: str, *, out_dir: str | Path, workers: int = 0, worker_h
     return LoadHandle(cfg, base_url.rstrip("/"), out, workers, worker_host, worker_python).start()
 
 
+def env_load_kwargs(env: Any) -> dict[str, Any]:
+    """start_load's keywords for an environment's load profile (its users or rate, mix, classes,
+    retry policy, model and key, where the workers run); a caller's overrides go on top."""
+    p, e = env.load, env
+    kw: dict[str, Any] = dict(users=p.users, duration_s=p.duration_s, mix=dict(p.mix), classes=dict(p.classes),
+                              model=e.endpoints.model, max_tokens=p.max_tokens, stream=p.stream, retry_policy=e.retry,
+                              api_key=e.endpoints.api_key, workers=p.workers, worker_host=p.worker_host,
+                              worker_python=p.worker_python)
+    if p.shape == "rate":
+        kw.update(rate=p.rate_per_s, users=None)
+    return kw
+
+
+def start_env_load(env: Any, *, out_dir: str | Path, **overrides: Any) -> LoadHandle:
+    """Start the environment's load profile against its client endpoint, with `overrides`."""
+    return start_load(env.endpoints.api, out_dir=out_dir, **{**env_load_kwargs(env), **overrides})
+
+
 def run_load(base_url: str, *, out_dir: str | Path, workers: int = 0, **kw: Any) -> LoadResult:
     """Run load to the end (bounded: duration + grace, then killed) and return the merged records.
 

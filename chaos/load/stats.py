@@ -71,7 +71,7 @@ class LoadStats:
         return rows
 
 
-def _slo_for(slos: Mapping[str, Any] | None, cls: str | None) -> dict[str, float]:
+def slo_limits(slos: Mapping[str, Any] | None, cls: str | None) -> dict[str, float]:
     if not slos or cls is None or cls not in slos:
         return {}
     s = slos[cls]
@@ -97,7 +97,7 @@ def _fill(cs: ClassStats, recs: list[RequestRecord], slos: Mapping[str, Any] | N
     for m in METRICS:
         vals = [getattr(r, m) for r in good if getattr(r, m) is not None]
         cs.pct[m] = {q: percentile(vals, q) for q in PCTS}
-    cs.goodput_n = sum(1 for r in good if r.final and meets_slos(r, _slo_for(slos, r.prompt_class)))
+    cs.goodput_n = sum(1 for r in good if r.final and meets_slos(r, slo_limits(slos, r.prompt_class)))
 
 
 def summarize(records: Iterable[RequestRecord], slos: Mapping[str, Any] | None = None,

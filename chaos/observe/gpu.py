@@ -202,9 +202,9 @@ class GpuObserver(PollingObserver):
     source = "gpu"
 
     def __init__(self, timeline: Timeline | None = None, *, source: GpuSource | None | Literal["auto"] = "auto",
-                 dcgm_url: str | None = None, interval_s: float = 0.25, **kw: Any) -> None:
+                 dcgm_url: str | None = None, gpu_index: int = 0, interval_s: float = 0.25, **kw: Any) -> None:
         super().__init__(timeline, interval_s=interval_s, **kw)
-        self.gpu: GpuSource | None = auto_source(dcgm_url) if source == "auto" else source
+        self.gpu: GpuSource | None = auto_source(dcgm_url, gpu_index) if source == "auto" else source
         self.available = self.gpu is not None
 
     def start(self) -> "GpuObserver":
@@ -252,3 +252,26 @@ def memory_release_s(timeline: Timeline, t_event: float, baseline_bytes: float,
         if s.t >= t_event and s.value <= baseline_bytes + tolerance_bytes:
             return s.t - t_event
     return None
+
+
+def gpu_summary(timeline: Timeline, t0: float, t1: float, tokens: int) -> dict[str, Any]:
+    """What a run did to the GPU between t0 and t1: temperature and power (mean, max), energy, tokens
+    per joule and peak memory; {"visible": False, "why": ...} when no GPU was seen (never omitted)."""
+    def series(name: str) -> list[float]:
+        return [float(s.value) for s in timeline.series("gpu", name) if t0 <= s.t <= t1]
+
+    temps, power = series("temp_c"), [w / 1000.0 for w in series("power_mw")]
+    if not temps and not power and not series("mem_used"):
+        why = next((str(e.detail.get("reason")) for e in timeline.find_events("observer", "gpu_unavailable")),
+                   "no GPU samples in the window")
+        return {"visible": False, "why": f"no GPU visible: {why}"}
+
+    def stat(xs: list[float]) -> dict[str, float] | None:
+        return {"mean": round(sum(xs) / len(xs), 2), "max": round(max(xs), 2)} if xs else None
+
+    joules = energy_joules(timeline, t0, t1)
+    mem = series("mem_used")
+    return {"visible": True, "temperature_c": stat(temps), "power_w": stat(power),
+            "energy_j": None if joules is None else round(joules, 3),
+            "tokens_per_joule": None if not joules else round(tokens / joules, 4),
+            "memory_used_bytes_max": max(mem) if mem else None}

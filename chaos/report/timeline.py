@@ -51,7 +51,7 @@ def _instants(windows: Sequence[Window], marks: Sequence[Marker]) -> list[float]
     return [w.start for w in windows] + [w.end for w in windows if w.end is not None] + [m.t for m in marks]
 
 
-def _finish(fig: Figure, path: str | Path | None) -> bytes:
+def figure_png(fig: Figure, path: str | Path | None) -> bytes:
     buf = io.BytesIO()
     FigureCanvasAgg(fig)
     fig.savefig(buf, format="png", dpi=100)
@@ -125,8 +125,10 @@ def plot_timeline(
     bucket = bucket_s or _nice_bucket(t1 - t0)
     rs = request_series(records, t0, t1, bucket, p99_window_s)
 
-    fig = Figure(figsize=(12, 9), layout="constrained")
-    axes = fig.subplots(4, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2, 3, 1.4]})
+    gpu = timeline is not None and bool(timeline.series("gpu", "power_mw") or timeline.series("gpu", "temp_c"))
+    fig = Figure(figsize=(12, 11 if gpu else 9), layout="constrained")
+    axes = list(fig.subplots(5 if gpu else 4, 1, sharex=True,
+                             gridspec_kw={"height_ratios": [3, 2, 3, 1.4] + ([2.4] if gpu else [])}))
     fig.suptitle(f"{title}  ({len(records)} requests, {sum(not r.ok for r in records)} failed)")
     axes[0].step(rs.t, rs.rate, where="post", color="#1f77b4", label=f"requests/s ({bucket:g} s buckets)")
     axes[0].set_ylabel("requests / s")
@@ -139,12 +141,32 @@ def plot_timeline(
     axes[2].set_ylabel("P99 latency (s)")
     axes[2].set_ylim(bottom=0)
     _health_panel(axes[3], timeline, t0, t1)
-    axes[3].set_xlabel("seconds since run start")
+    if gpu:
+        assert timeline is not None
+        _gpu_panel(axes[4], timeline, t0)
+    axes[-1].set_xlabel("seconds since run start")
     _decorate(axes, t0, t1, wins, marks)
     for ax in axes:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="upper right", fontsize=8)
-    return _finish(fig, path)
+    return figure_png(fig, path)
+
+
+def _gpu_panel(ax: Axes, timeline: Timeline, t0: float) -> None:
+    """GPU power (W) and temperature (degrees C, right axis), an Xid event as a red line."""
+    power = sorted((s.t - t0, float(s.value) / 1000.0) for s in timeline.series("gpu", "power_mw"))
+    temp = sorted((s.t - t0, float(s.value)) for s in timeline.series("gpu", "temp_c"))
+    if power:
+        ax.plot([p[0] for p in power], [p[1] for p in power], color="#8c564b", label="GPU power (W)")
+    ax.set_ylabel("GPU power (W)")
+    ax.set_ylim(bottom=0)
+    if temp:
+        twin = ax.twinx()
+        twin.plot([p[0] for p in temp], [p[1] for p in temp], color="#e377c2", label="GPU temperature (C)")
+        twin.set_ylabel("temperature (C)")
+        twin.legend(loc="upper left", fontsize=8)
+    for j, e in enumerate(timeline.find_events("xid")):
+        ax.axvline(e.t - t0, color=_FAULT_COLOR, lw=1.5, label="Xid" if j == 0 else None)
 
 
 def _state_level(value: Any, levels: list[str]) -> float:
@@ -211,4 +233,4 @@ def plot_breaker(
     for ax in (ax_state, ax_share):
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="upper right", fontsize=8)
-    return _finish(fig, path)
+    return figure_png(fig, path)
