@@ -131,6 +131,10 @@ def no_local_standby(env: Environment) -> str | None:
                             f"environment {env.name} has none")
 
 
+def no_degraded_floor(env: Environment) -> str | None:
+    return None if env.degraded_floor else f"environment {env.name} sets no degraded_floor"
+
+
 @dataclass(frozen=True)
 class Entry:
     suite: str
@@ -159,6 +163,7 @@ ENTRIES = (  # destructive: as the suites mark their tests (refused on a protect
     Entry("clients", "backoff compliance of the reference and listed clients", False),
     Entry("inputs", "special characters; malformed requests", False),
     Entry("inputs", "tokenizer crash with and without NFKC", True, (no_simulator_replica,)),
+    Entry("load", "degraded-mode floor (a standby with batching off)", False, (no_degraded_floor, no_local_standby)),
     Entry("load", "7:2:1 mix; 100 x xl burst", False, (),
           "the regression check needs a recorded baseline (`chaos baseline record`)"),
 )

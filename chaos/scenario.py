@@ -103,11 +103,11 @@ class Scenario:
             c.source = self.source("completion", source)
             self.observers.append(c.start())
 
-    def start_load(self, **overrides: Any) -> None:
-        """Start background load against the client endpoint with the environment's profile."""
+    def start_load(self, url: str | None = None, **overrides: Any) -> None:
+        """Start background load against the client endpoint (or `url`) with the environment's profile."""
         from chaos.load.runner import start_env_load
 
-        self.load = start_env_load(self.env, out_dir=self.out_dir / "load",
+        self.load = start_env_load(self.env, out_dir=self.out_dir / "load", url=url,
                                    **{"duration_s": self.scaled(self.env.load.duration_s), "seed": 0, **overrides})
 
     def add_observer(self, observer: Any) -> Any:

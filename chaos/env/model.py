@@ -1,7 +1,7 @@
 """The Environment: what to hurt, how to reach it, and what counts as healthy."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
@@ -257,6 +257,8 @@ class LoadProfile(_Strict):
     classes: dict[str, int] = Field({"short": 512, "long": 8192, "xl": 32768},
                                     description="prompt tokens per class (a small model's max-model-len may need less)")
     max_tokens: int = Field(32, ge=1)
+    special_share: float = Field(0.05, ge=0, le=1, description="share of the mix's prompts headed by emoji-dense or "
+                                                                 "mixed-script text (the seed: load data has them)")
     stream: bool = True
     workers: int = Field(0, ge=0, description="Locust workers sharing the load (0: one local process)")
     worker_host: str | None = Field(None, description="where the workers run: local, a lab host (lab-load) "
@@ -277,6 +279,20 @@ class Safety(_Strict):
 
     protected: bool = False
     abort: AbortThresholds = AbortThresholds()
+
+
+class DegradedFloor(_Strict):
+    """The least a replica in its degraded configuration must still deliver (the seed's checklist: a
+    floor for degraded mode, e.g. continuous batching off). The degraded replica is a standby shaped
+    like the smallest stable one with these option changes: max_num_seqs 1 is batching off, on the
+    simulator and on vLLM alike."""
+
+    min_tokens_per_s: float = Field(..., gt=0, description="output tokens per second over the run, at least")
+    max_e2e_p99_s: float = Field(..., gt=0, description="E2E P99 over all attempts (a failure is a miss), at most")
+    simulator: dict[str, Any] = Field({"max_num_seqs": 1}, description="SimulatorOptions fields changed")
+    vllm: dict[str, Any] = Field({"max_num_seqs": 1}, description="VllmOptions fields changed")
+    users: int = Field(4, ge=1)
+    duration_s: float = Field(60.0, gt=0, description="load seconds (scaled by time_scale)")
 
 
 class Telemetry(_Strict):
@@ -308,6 +324,7 @@ class Environment(_Strict):
     client_commands: dict[str, str] = {}
     baseline_file: str | None = None
     telemetry: Telemetry = Telemetry()
+    degraded_floor: DegradedFloor | None = None
     _source: str | None = PrivateAttr(None)
 
     @property

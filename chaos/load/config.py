@@ -60,6 +60,7 @@ class LoadConfig:
     # -> {value: weight}; each logical request draws one value per header and carries it on every attempt
     attributes: dict[str, dict[str, float]] = field(default_factory=dict)
     temperature: float | None = None      # sent when set: 0 makes answers comparable (shadow diff)
+    special_share: float = 0.0            # mix: share of prompts headed by a special-character corpus row
 
     def validate(self) -> "LoadConfig":
         if self.api not in ("chat", "completions"):
@@ -83,6 +84,8 @@ class LoadConfig:
                     not isinstance(w, (int, float)) or w < 0 for w in values.values()) or sum(values.values()) <= 0:
                 raise ConfigError(f"load config 'attributes.{header}': expected {{value: weight}} with "
                                   f"non-negative weights and a positive sum, got {values!r}")
+        if not 0 <= self.special_share <= 1:
+            raise ConfigError(f"load config 'special_share': expected 0-1, got {self.special_share!r}")
         if self.temperature is not None and not 0 <= self.temperature <= 2:
             raise ConfigError(f"load config 'temperature': expected 0-2, got {self.temperature!r}")
         return self

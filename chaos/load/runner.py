@@ -329,7 +329,8 @@ def env_load_kwargs(env: Any) -> dict[str, Any]:
     retry policy, model and key, where the workers run); a caller's overrides go on top."""
     p, e = env.load, env
     kw: dict[str, Any] = dict(users=p.users, duration_s=p.duration_s, mix=dict(p.mix), classes=dict(p.classes),
-                              model=e.endpoints.model, max_tokens=p.max_tokens, stream=p.stream, retry_policy=e.retry,
+                              model=e.endpoints.model, max_tokens=p.max_tokens, special_share=p.special_share,
+                              stream=p.stream, retry_policy=e.retry,
                               api_key=e.endpoints.api_key, workers=p.workers, worker_host=p.worker_host,
                               worker_python=p.worker_python)
     if p.shape == "rate":
@@ -337,9 +338,9 @@ def env_load_kwargs(env: Any) -> dict[str, Any]:
     return kw
 
 
-def start_env_load(env: Any, *, out_dir: str | Path, **overrides: Any) -> LoadHandle:
-    """Start the environment's load profile against its client endpoint, with `overrides`."""
-    return start_load(env.endpoints.api, out_dir=out_dir, **{**env_load_kwargs(env), **overrides})
+def start_env_load(env: Any, *, out_dir: str | Path, url: str | None = None, **overrides: Any) -> LoadHandle:
+    """Start the environment's load profile against its client endpoint (or `url`), with `overrides`."""
+    return start_load(url or env.endpoints.api, out_dir=out_dir, **{**env_load_kwargs(env), **overrides})
 
 
 def run_load(base_url: str, *, out_dir: str | Path, workers: int = 0, **kw: Any) -> LoadResult:

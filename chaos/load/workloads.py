@@ -77,10 +77,18 @@ def _check_mix(mix: dict[str, float], classes: dict[str, int]) -> None:
 
 
 class MixWorkload:
-    """Endless prompts drawn by weight from the classes; each prompt unique (no prefix-cache hits)."""
+    """Endless prompts drawn by weight from the classes; each prompt unique (no prefix-cache hits).
+
+    `special_share` of them carry a row of the special-character corpus (emoji-dense, mixed scripts,
+    combining marks) at their head, in place of three times as many filler words (a real tokenizer
+    spends more tokens on an emoji than the simulator's rule counts), so the class keeps its size."""
 
     def __init__(self, mix: dict[str, float] | None = None, classes: dict[str, int] | None = None,
-                 seed: int = 0) -> None:
+                 seed: int = 0, special_share: float = 0.0) -> None:
+        if not 0.0 <= special_share <= 1.0:
+            raise ConfigError(f"load 'special_share': expected 0-1, got {special_share!r}")
+        self.special_share = special_share
+        self.special = [str(r["text"]) for r in special_corpus()] if special_share > 0 else []
         self.classes = dict(classes or DEFAULT_CLASSES)
         self.mix = dict(mix or DEFAULT_MIX)
         _check_mix(self.mix, self.classes)
@@ -105,6 +113,11 @@ class MixWorkload:
             cls = self.rng.choices(self._names, self._weights)[0]
             i = next(self._n)
             base, n = self._base_text(cls)
+            if self.special and self.rng.random() < self.special_share:
+                head = self.special[i % len(self.special)]
+                keep = base.split(" ")[:max(1, n - 3 * count_tokens(head))]
+                text = f"{i:03x} {self.salt} {head} {' '.join(keep)}"
+                return Prompt(cls, text, count_tokens(text))
             text = f"{i:03x} {self.salt} {base}"
         return Prompt(cls, text, n + 2)  # the hex counter and the salt: one token each (<= 8 chars)
 
@@ -210,7 +223,7 @@ def prompts_file(path: str | Path, n: int | None = None) -> ListWorkload:
 
 def make_workload(kind: str, *, mix: dict[str, float] | None = None, classes: dict[str, int] | None = None,
                   seed: int = 0, n: int | None = None, prefixes: int = 4,
-                  path: str | Path | None = None) -> MixWorkload | ListWorkload | SpecialWorkload:
+                  path: str | Path | None = None, special_share: float = 0.0) -> MixWorkload | ListWorkload | SpecialWorkload:
     """Build a workload by name (mix | burst | shared_prefix | special | file)."""
     cls = dict(classes or DEFAULT_CLASSES)
     if kind == "file":
@@ -218,7 +231,7 @@ def make_workload(kind: str, *, mix: dict[str, float] | None = None, classes: di
             raise ConfigError("workload 'file' needs a prompts file")
         return prompts_file(path, n)
     if kind == "mix":
-        return MixWorkload(mix, cls, seed)
+        return MixWorkload(mix, cls, seed, special_share)
     if kind == "burst":
         return long_context_burst(n or 100, cls.get("xl", DEFAULT_CLASSES["xl"]), seed)
     if kind == "shared_prefix":

@@ -126,3 +126,20 @@ def burst_drift(records: Sequence[RequestRecord], cls: str, max_ratio: float = B
           f"median E2E first 10 {first:.3f} s, last 10 {last:.3f} s, over {len(done)} requests")
     v.data = {"e2e_by_order": [round(r.e2e or 0.0, 4) for r in done]}
     return v
+
+
+def degraded_floor_verdict(records: Sequence[RequestRecord], floor: Any) -> Verdict:
+    """A replica in its degraded configuration against the environment's floor: output tokens per
+    second over the run, and the E2E P99 over every attempt (a failed attempt is a miss)."""
+    recs = list(records)
+    window = (max(r.t_end for r in recs) - min(r.t_send for r in recs)) if recs else 0.0
+    tokens = sum(r.output_tokens or 0 for r in recs if r.ok)
+    tps = tokens / window if window > 0 else None
+    failed = sum(1 for r in recs if not r.ok)
+    p99 = nearest_rank(with_misses(recs, "e2e"), 0.99)
+    v = Verdict("degraded-mode floor")
+    v.add("tokens_per_s", floor.min_tokens_per_s, None if tps is None else round(tps, 1),
+          None if tps is None else tps >= floor.min_tokens_per_s, f"{tokens} output tokens in {window:.1f} s")
+    v.add("e2e_p99_s", floor.max_e2e_p99_s, _shown(p99, failed, len(recs)),
+          None if p99 is None else p99 <= floor.max_e2e_p99_s, f"{len(recs)} attempts, {failed} failed as misses")
+    return v

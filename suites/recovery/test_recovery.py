@@ -14,6 +14,7 @@ import pytest
 
 from chaos import faults, plan
 from chaos.report import allure as rep
+from chaos.stack.standby import standby_replica
 from chaos.report.tables import latency_table
 from chaos.targets import admin_token
 from chaos.verify.accounting import accounting_verdict
@@ -148,28 +149,10 @@ def test_baseline_no_fault(stack, scenario, summary, load: str) -> None:
     run_recovery(stack, scenario, summary, None, load)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _standby(stack, tmp_path, **changes):
-    """A new replica shaped like the smallest stable one, on free ports, reached directly (no proxies).
-
-    The smallest: a standby is extra memory on top of a running stack (a TP 2 vLLM replica takes
-    about 7 GB here, a TP 1 one about 5 GB)."""
-    from chaos.targets import make_target
-
-    env = stack.env
-    requires(env, plan.no_local_standby)
-    base = min(plan.standby_bases(env), key=lambda t: t.tp_size)
-    cfg = base.model_copy(update={"name": "standby", "port": _free_port(), "serve_proxy": None, "fault_proxy": None,
-                                  "rank_proxies": [],
-                                  "rank_ports": [_free_port() for _ in base.rank_ports], **changes})
-    return cfg, make_target(cfg, run_id=stack.run_id, state_dir=tmp_path, env=env)
+    """A new replica shaped like the smallest stable one, on free ports, reached directly (no proxies)."""
+    requires(stack.env, plan.no_local_standby)
+    return standby_replica(stack.env, run_id=stack.run_id, state_dir=tmp_path, **changes)
 
 
 def test_cold_start_of_a_new_replica(stack, scenario, summary, tmp_path) -> None:

@@ -11,7 +11,8 @@ from chaos.env.model import LatencySLA, SLAs
 from chaos.errors import ConfigError
 from chaos.load import baseline as bl
 from chaos.load.records import RequestRecord
-from chaos.verify.load import burst_drift, load_verdict, long_prompt_failures, regressed_classes
+from chaos.env.model import DegradedFloor
+from chaos.verify.load import burst_drift, degraded_floor_verdict, load_verdict, long_prompt_failures, regressed_classes
 
 SLA = SLAs(latency={"short": LatencySLA(ttft_p99_s=0.5, e2e_p99_s=2.0), "xl": LatencySLA(ttft_p99_s=4.0, e2e_p99_s=8.0)},
            error_budget=0.01, min_goodput_share=0.95)
@@ -117,3 +118,14 @@ def test_burst_drift_compares_the_last_requests_with_the_first():
     assert not v.ok
     assert burst_drift(flat[:15], "xl").row("e2e_last10_over_first10").ok is None
     assert json.dumps(v.data)  # the per-request series goes into the report
+
+
+def test_the_degraded_floor_fails_below_its_tokens_or_above_its_p99():
+    floor = DegradedFloor(min_tokens_per_s=100, max_e2e_p99_s=2.0)
+    fine = clean("short", 100)  # 16 tokens each over 9.9 + 0.3 s: 157 tokens/s
+    assert degraded_floor_verdict(fine, floor).ok
+    slow = clean("short", 20, e2e=2.5)  # 320 tokens over 4.4 s: 73 tokens/s
+    v = degraded_floor_verdict(slow, floor)
+    assert v.row("tokens_per_s").ok is False and v.row("e2e_p99_s").ok is False
+    failing = clean("short", 97) + failed_then_retried("short", 2)
+    assert degraded_floor_verdict(failing, floor).row("e2e_p99_s").measured == "miss (2 of 101 attempts failed)"

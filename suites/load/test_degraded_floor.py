@@ -1,0 +1,43 @@
+"""Degraded mode: the seed's checklist asks for the least a replica must still deliver with its
+fast paths off (continuous batching off: max_num_seqs 1, on the simulator and on vLLM alike). A
+standby replica is started in that configuration beside the stack and the environment's load
+profile is sent to it directly; its output tokens per second and E2E P99 are judged against the
+environment's `degraded_floor`."""
+from __future__ import annotations
+
+from chaos import plan
+from chaos.report import allure as rep
+from chaos.report.tables import latency_table
+from chaos.stack.launcher import completion_ok
+from chaos.stack.standby import standby_replica
+from chaos.verify.load import degraded_floor_verdict
+from suites.conftest import requires
+
+
+def test_degraded_mode_floor(stack, scenario, summary, tmp_path) -> None:
+    env = stack.env
+    requires(env, plan.no_degraded_floor, plan.no_local_standby)
+    floor = env.degraded_floor
+    rep.labels(epic="Performance", feature="Load", story="degraded-mode floor", suite="load")
+    rep.title(f"a replica with {floor.simulator or floor.vllm} against the floor: >= {floor.min_tokens_per_s:g} "
+              f"tokens/s, E2E P99 <= {floor.max_e2e_p99_s:g} s")
+    cfg, target = standby_replica(env, run_id=stack.run_id, state_dir=tmp_path, name="degraded",
+                                  simulator=floor.simulator, vllm=floor.vllm)
+    url = f"http://{cfg.host}:{cfg.port}"
+    sc = scenario("degraded-floor")
+    try:
+        with sc.phase("start the degraded replica", changes=floor.simulator if cfg.simulator else floor.vllm):
+            target.start()
+            served = sc.poll(lambda: completion_ok(url, env.endpoints.model, 2.0), timeout=env.slas.cold_start_s,
+                             every=0.1)
+            assert served, f"the degraded replica did not serve within cold_start_s {env.slas.cold_start_s:g} s"
+        sc.observe(url, source="degraded", health=False)
+        with sc.phase("the environment's load, sent to it directly", users=floor.users):
+            sc.start_load(url=url, users=floor.users, duration_s=sc.scaled(floor.duration_s))
+            records = sc.finish_load()
+    finally:
+        target.remove()
+    rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
+    v = degraded_floor_verdict(records, floor)
+    summary.add("load", degraded_tokens_per_s=v.row("tokens_per_s").measured)
+    sc.judge("the degraded replica kept its floor", [v])
