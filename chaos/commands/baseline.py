@@ -109,7 +109,7 @@ def record(env: str = ENV, workload: str = WORKLOAD, duration: Optional[float] =
     records, took, gpu = _run(e, workload, duration)
     doc = bl.record(records, env=e, workload=workload, rel=rel, abs_s=abs_ms / 1000.0, gpu=gpu)
     bl.write(path, doc)
-    Console().print(_table(f"baseline {workload} on {e.name} ({len(records)} attempts, {took:.0f} s)", doc))
+    Console(width=160).print(_table(f"baseline {workload} on {e.name} ({len(records)} attempts, {took:.0f} s)", doc))
     typer.echo(f"baseline written: {path} (commit it; `chaos baseline diff {path} --env {env}` compares a run)")
 
 
@@ -121,7 +121,7 @@ def show(path: Path = typer.Argument(..., help="baseline file")) -> None:
     from chaos.load import baseline as bl
 
     doc = bl.read(path)
-    Console().print(_table(f"{path} ({doc.get('workload', '?')} on {doc.get('environment', '?')})", doc))
+    Console(width=160).print(_table(f"{path} ({doc.get('workload', '?')} on {doc.get('environment', '?')})", doc))
     typer.echo(f"environment hash {doc.get('env_hash', '-')}, versions {doc.get('versions', {})}, "
                f"tolerance {doc.get('tolerance')}, gpu {doc.get('gpu', 'not recorded')}")
 
@@ -146,7 +146,7 @@ def diff(base: Path = typer.Argument(..., help="the stored baseline"),
         v = load_verdict(records, e.slas, baseline=doc)
     else:
         v = _doc_verdict(doc, bl.read(other))
-    Console().print(v.rich_table())
+    Console(width=160).print(v.rich_table())
     regressed = regressed_classes(v)
     typer.echo(f"regressed: {', '.join(regressed)}" if regressed else "regressed: none")
     if not v.ok:
