@@ -8,7 +8,7 @@ highest rate at which every trial recovered; with no failing rate below --max-ra
 ceiling, and the line says so. The search must finish within 15 minutes here (its budget is 14).
 
 Last line: `RESULT capacity_rps=.. trials=.. wall_s=.. ran_out=..`.
-    .venv/bin/python bench/capacity.py [--env local] [--fault restart] [--max-rate 64] [--trials 2]
+    .venv/bin/python bench/capacity.py [--env local] [--fault restart] [--min-rate 8] [--max-rate 256] [--trials 2]
 """
 from __future__ import annotations
 
@@ -26,15 +26,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--env", default="local")
     ap.add_argument("--fault", default="restart")
-    ap.add_argument("--max-rate", default="64")
+    ap.add_argument("--min-rate", default="8")
+    ap.add_argument("--max-rate", default="256")
     ap.add_argument("--trials", default="2")
     ap.add_argument("--budget", default="840")
     a = ap.parse_args()
     out = REPO / "reports" / "capacity-bench"
     t0 = time.monotonic()
-    rc = subprocess.call([sys.executable, "-m", "chaos.cli", "capacity", "--env", a.env, "--fault", a.fault,
-                          "--max-rate", a.max_rate, "--trials", a.trials, "--budget", a.budget, "--out", str(out)],
-                         cwd=REPO)
+    cmd = [sys.executable, "-m", "chaos.cli", "capacity", "--env", a.env, "--fault", a.fault, "--min-rate", a.min_rate,
+           "--max-rate", a.max_rate, "--trials", a.trials, "--budget", a.budget, "--out", str(out)]
+    rc = subprocess.call(cmd, cwd=REPO)
     wall = time.monotonic() - t0
     runs = sorted(out.glob("*/capacity.json"))
     if rc != 0 or not runs:

@@ -58,6 +58,7 @@ class Scenario:
         self.fault_window: tuple[float, float | None] | None = None
         self.records: list[RequestRecord] = []
         self.observers: list[Any] = []
+        self.loads_started = 0
         self.closed = False
         # GPU telemetry in every scenario: NVML, else the environment's DCGM exporter; without either
         # the timeline and the journal say "no GPU visible" (never a silent omission)
@@ -107,7 +108,9 @@ class Scenario:
         """Start background load against the client endpoint (or `url`) with the environment's profile."""
         from chaos.load.runner import start_env_load
 
-        self.load = start_env_load(self.env, out_dir=self.out_dir / "load", url=url,
+        self.loads_started += 1  # each load its own record directory: a second run never reads the first's
+        out = self.out_dir / ("load" if self.loads_started == 1 else f"load-{self.loads_started}")
+        self.load = start_env_load(self.env, out_dir=out, url=url,
                                    **{"duration_s": self.scaled(self.env.load.duration_s), "seed": 0, **overrides})
 
     def add_observer(self, observer: Any) -> Any:
@@ -248,7 +251,7 @@ class Scenario:
             for v in vs:
                 rep.attach_table(verdict_table(v.rows, title=v.name), name=v.name)
                 self.method.publish(ev.VerdictReached, name=f"{stage}: {v.name}", ok=v.ok,
-                                    failures=tuple(r.line() for r in v.failures))
+                                    failures=tuple(r.line() for r in v.failures), rows=tuple(r.line() for r in v.rows))
             for v in vs:
                 v.assert_ok()
 

@@ -193,6 +193,8 @@ class SLAs(_Strict):
     error_budget: float = Field(0.01, ge=0, le=1, description="error rate allowed outside fault windows")
     min_goodput_share: float = Field(0.95, ge=0, le=1, description="share of requests meeting every SLO at once")
     long_prompt_failure_rate: float = Field(0.01, ge=0, le=1, description="the 32k class's own alert: failed attempts")
+    prefix_cache_hit_rate: float | None = Field(None, ge=0, le=1, description="the shared-prefix workload's cache hit "
+                                                                           "rate, at least (seed: 0.85)")
     latency: dict[str, LatencySLA] = {}
     degraded_latency_factor: float = Field(3.0, ge=1, description="P99 may grow this much under network faults")
     max_retry_amplification: float = Field(3.0, ge=1)

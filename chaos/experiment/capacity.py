@@ -7,7 +7,8 @@ the margin a team actually runs on when a replica restarts at peak. The search a
 
 At each offered rate (Poisson arrivals, the environment's prompt mix) a trial is one Experiment: the
 load, a steady state, the fault, its revert, and then `until=recovered(within=slas.recovery_s)` with
-the hypothesis "error rate <= the error budget" over a window that begins after the revert. A rate
+the hypothesis "error rate <= the error budget, and each class's E2E P99 within its SLA" over a
+window that begins after the revert. A rate
 holds when every one of `trials` trials recovers in time; a no-fault control run at the same rate
 gives the goodput and P99 the fault is compared with. Rates rise geometrically (x `step`) from
 `min_rate` until one fails or `max_rate` is reached, then the gap between the last rate that held
@@ -19,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from chaos.experiment.hypothesis import error_rate_below
+from chaos.experiment.hypothesis import MIN_REQUESTS, Hypothesis, error_rate_below, p99_below
 from chaos.experiment.runner import Experiment, ExperimentRun, Status, recovered
 from chaos.load.stats import summarize
 
@@ -126,13 +127,28 @@ class Search:
         return self
 
 
+def recovered_hypothesis(slas: Any) -> Hypothesis:
+    """What `steady_state_s` calls recovered: the error rate within the error budget and each prompt
+    class's E2E P99 (a failure counted as a miss) within its SLA. A stack saturated by the offered load
+    answers without errors but too late: that is not recovered either."""
+    h = Hypothesis([error_rate_below(slas.error_budget)])
+    for cls, sla in sorted(slas.latency.items()):
+        h = h & p99_below(sla.e2e_p99_s, cls=cls)
+    return h
+
+
 def trial_experiment(env: Any, rate: float, *, fault: Any, load: Callable[[float, float], Any], hold_s: float,
                      window_s: float = 5.0) -> Experiment:
     """One trial at `rate`: the fault (None: the control) under Poisson load, judged on recovery."""
     recovery = env.slas.recovery_s
-    seconds = window_s + hold_s + recovery + window_s + 10  # steady, hold, the longest allowed recovery, a margin
+    mix = {c: w for c, w in env.load.mix.items() if w > 0 and c in env.slas.latency} or {"all": 1.0}
+    rarest = min(mix.values()) / sum(env.load.mix.values())
+    # a window long enough for the rarest class to reach a P99 probe's minimum, with room to spare
+    window = max(window_s, 20.0 / rate, 1.5 * MIN_REQUESTS / (rate * rarest))
+    steady = window + 5.0                # the load's processes take a few seconds to send their first request
+    seconds = steady + hold_s + recovery + window + 10  # steady, hold, the longest allowed recovery, a margin
     return Experiment(f"rate {rate:g}/s" + ("" if fault is not None else " (no fault)"), fault=fault, hold_s=hold_s,
-                      hypothesis=error_rate_below(env.slas.error_budget), window_s=window_s,
+                      hypothesis=recovered_hypothesis(env.slas), window_s=window, steady_s=steady,
                       until=recovered(within=recovery), load=lambda: load(rate, seconds), check_every_s=0.5)
 
 

@@ -108,6 +108,7 @@ class VerdictReached(Event):
     name: str = ""
     ok: bool = True
     failures: tuple[str, ...] = field(default_factory=tuple)
+    rows: tuple[str, ...] = field(default_factory=tuple)  # every row: check, limit, measured, ok
 
 
 @dataclass(frozen=True)

@@ -260,7 +260,7 @@ class _Runner:
             v = judge(self.run_)
             bad = tuple(row.line() for row in getattr(v, "failures", []))
             self.publish(ev.VerdictReached, name=getattr(v, "name", getattr(judge, "__name__", "verdict")),
-                         ok=not bad, failures=bad)
+                         ok=not bad, failures=bad, rows=tuple(row.line() for row in getattr(v, "rows", [])))
             failures += bad
         if failures:
             raise AssertionError("; ".join(failures))
