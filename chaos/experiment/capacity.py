@@ -183,7 +183,9 @@ def plot(search: Search, slas: Any, *, title: str, path: Any) -> bytes:
     ax_good.plot(rates, [r[3] if r[3] is not None else float("nan") for r in rows], "o-", label="goodput, with the fault")
     ax_good.plot(rates, [r[4] if r[4] is not None else float("nan") for r in rows], "s--", label="goodput, no fault")
     ax_good.set_ylabel("goodput (requests/s)")
-    ax_good.set_xlabel("offered load (requests/s, Poisson)")
+    ax_good.set_xlabel("offered load (requests/s, Poisson; log scale)")
+    if len(rates) > 1:
+        ax_good.set_xscale("log", base=2)
     cap = search.capacity()
     for ax in (ax_rec, ax_good):
         if cap is not None:
