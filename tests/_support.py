@@ -6,9 +6,12 @@ import shutil
 import socket
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from chaos.pytest_plugin import require_component
+
+if TYPE_CHECKING:
+    from chaos.observe.timeline import Timeline
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -101,3 +104,20 @@ def hand_started_sim(log_dir: Path, *flags: str) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def replayed(trace: Path, interval_s: float = 0.01) -> "Timeline":
+    """A recorded GPU trace played through the GPU observer into a new timeline (bounded: 20 s)."""
+    import time
+
+    from chaos.observe.gpu import GpuObserver, ReplaySource
+    from chaos.observe.timeline import Timeline as _Timeline
+
+    tl = _Timeline()
+    obs = GpuObserver(tl, source=ReplaySource(trace), interval_s=interval_s)
+    obs.start()
+    end = time.monotonic() + 20
+    while obs.running and time.monotonic() < end:
+        time.sleep(0.01)
+    obs.stop()
+    return tl

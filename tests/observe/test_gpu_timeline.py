@@ -12,22 +12,12 @@ from pathlib import Path
 import pytest
 
 from chaos.load.records import RequestRecord
-from chaos.observe.gpu import GpuObserver, ReplaySource, gpu_summary
+from chaos.observe.gpu import GpuObserver, gpu_summary
 from chaos.observe.timeline import Timeline
 from chaos.report.timeline import plot_timeline
+from tests._support import replayed
 
 TRACE = Path("/work/shared/data/h200/nvml_trace.json")
-
-
-def _replayed() -> Timeline:
-    tl = Timeline()
-    obs = GpuObserver(tl, source=ReplaySource(TRACE), interval_s=0.002)
-    obs.start()
-    end = time.monotonic() + 20
-    while obs.running and time.monotonic() < end:
-        time.sleep(0.01)
-    obs.stop()
-    return tl
 
 
 def _png_height(png: bytes) -> int:
@@ -37,7 +27,7 @@ def _png_height(png: bytes) -> int:
 @pytest.mark.skipif(not TRACE.exists(), reason=f"the recorded H200 trace is not here ({TRACE})")
 def test_h200_trace_gives_power_temperature_and_tokens_per_joule():
     rows = json.loads(TRACE.read_text())
-    tl = _replayed()
+    tl = replayed(TRACE, interval_s=0.002)
     power = tl.series("gpu", "power_mw")
     assert len(power) == len(rows) and max(s.value for s in power) == max(r["power_mw"] for r in rows)
     t0, t1 = power[0].t, power[-1].t

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from chaos.errors import ConfigError
+from tests._support import replayed
 from chaos.observe.gpu import (FIELDS, GpuObserver, GpuUnavailable, NvmlSource, ReplaySource, auto_source,
                                energy_joules, tokens_per_joule)
 from chaos.observe.timeline import Timeline
@@ -37,13 +38,7 @@ def test_observer_samples_replay_and_stops_at_end(tmp_path):
     rows[4]["xid"] = 79
     p = tmp_path / "trace.json"
     p.write_text(json.dumps(rows))
-    tl = Timeline()
-    obs = GpuObserver(tl, source=ReplaySource(p), interval_s=0.01)
-    obs.start()
-    end = time.monotonic() + 5
-    while obs.running and time.monotonic() < end:
-        time.sleep(0.01)
-    obs.stop()
+    tl = replayed(p)
     temps = [s.value for s in tl.series("gpu", "temp_c")]
     assert temps == [50 + i for i in range(10)]
     assert all(s.labels["src"] == "replay" for s in tl.series("gpu", "power_mw"))
