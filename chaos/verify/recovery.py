@@ -169,6 +169,8 @@ def recovery_verdict(window: tuple[float, float], timeline: Timeline, records: S
     mem = timeline.series("gpu", "mem_used")
     if crash and mem:
         _gpu_rows(v, mem, t_inject, slas, gpu_release_fraction, gpu_retake_fraction)
+    elif crash:  # said, never silently left out
+        v.add("gpu_mem_released_s", slas.gpu_memory_release_s, None, None, "no GPU visible: no GPU samples on the timeline")
     v.data = {"t_inject": t_inject, "t_revert": t_revert, "health_back_s": t_h, "first_completion_s": t_c,
               "steady_state_s": t_s, "fault_errors": bad, "fault_requests": n, "fault_attempt_errors": att_bad}
     return v

@@ -114,9 +114,11 @@ def test_fault_error_rate_restarts_and_gpu_memory() -> None:
                             crash=True).row("gpu_mem_released_s").ok is False
 
 
-def test_no_gpu_rows_without_a_crash_or_samples() -> None:
+def test_a_crash_without_gpu_samples_says_so_and_no_crash_has_no_gpu_rows() -> None:
     v = recovery_verdict((T_INJ, T_REV), timeline(1, 1), [], SLA, crash=True)
-    assert all(not r.check.startswith("gpu") for r in v.rows)
+    row = v.row("gpu_mem_released_s")
+    assert row.ok is None and row.detail.startswith("no GPU visible")  # said, never silently left out
+    assert all(not r.check.startswith("gpu") for r in recovery_verdict((T_INJ, T_REV), timeline(1, 1), [], SLA).rows)
 
 
 def test_window_backwards_is_a_config_error() -> None:
