@@ -17,7 +17,7 @@ field is the fault's own parameter (status, fraction, latency, ...).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -138,8 +138,17 @@ def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     return line
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
 def parse_plan(text: str, source: str | Path) -> Plan:
     """A validated Plan; every failure is one ConfigError line naming file:line and the field."""
+    return parse_yaml_model(text, source, Plan, "a mapping with 'name' and 'experiments'")
+
+
+def parse_yaml_model(text: str, source: str | Path, model: type[M], expected: str) -> M:
+    """`text` validated as `model`; every failure is one ConfigError line naming file:line and the
+    field (plans, fault schedules: anything a person writes by hand)."""
     path = Path(source)
     try:
         node = yaml.compose(text)
@@ -149,10 +158,9 @@ def parse_plan(text: str, source: str | Path) -> Plan:
         raise ConfigError(f"{path}{f':{mark.line + 1}' if mark else ''}: YAML syntax error: "
                           f"{(e.problem or e.context or 'syntax error').strip()}") from None
     if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping with 'name' and 'experiments', found "
-                          f"{'nothing' if raw is None else type(raw).__name__}")
+        raise ConfigError(f"{path}: expected {expected}, found {'nothing' if raw is None else type(raw).__name__}")
     try:
-        return Plan.model_validate(raw)
+        return model.model_validate(raw)
     except ValidationError as e:
         err = e.errors()[0]
         loc = tuple(err["loc"])
