@@ -1,0 +1,120 @@
+"""`chaos explore` (random fault schedules within a budget) and `chaos replay` (one kept schedule)."""
+from __future__ import annotations
+
+import re
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import typer
+
+from chaos.errors import ConfigError
+
+
+def _seconds(text: str) -> float:
+    """'20m', '90s', '1h' or a number of seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
+    if m is None:
+        raise ConfigError(f"--budget {text!r}: expected a duration such as 600, 90s, 20m or 1h")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+@contextmanager
+def _explorer(env: str, out: Path, allow_destructive: bool) -> Iterator[Any]:
+    """An Explorer on the environment's stack (an embedded one is started here and stopped after),
+    with the ledger, the emergency stop and a journal of every schedule."""
+    from chaos import env as envmod
+    from chaos.experiment.events import EventBus
+    from chaos.experiment.gameday import make_fault
+    from chaos.experiment.journal import Journal
+    from chaos.experiment.plan import PlanFault
+    from chaos.experiment.stop import StopSwitch, stop_file
+    from chaos.explore.explorer import Explorer
+    from chaos.faults import base as fault_base
+    from chaos.faults.ledger import Ledger
+    from chaos.load.runner import start_env_load
+    from chaos.stack.launcher import completion_ok
+    from chaos.verify.accounting import server_log_for
+
+    e = envmod.load(env)
+    run_dir = out / time.strftime("%Y%m%d-%H%M%S")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fault_base.configure(ledger=Ledger(e.state_dir), protected=e.safety.protected, allow_destructive=allow_destructive,
+                         recover_timeout_s=fault_base.recover_bound_s(e.slas))
+    bus = EventBus()
+    journal = Journal(run_dir, title=f"exploration of {e.name}", meta={"environment": e.name})
+    bus.subscribe(journal)
+    stop = StopSwitch(stop_file(e.state_dir), since=time.time())
+    undo_signals = stop.install_signals()
+    stack: Any = None
+    try:
+        if e.embedded != "none":
+            from chaos.stack.launcher import EmbeddedStack
+
+            stack = EmbeddedStack(e).up()
+
+        def fault(f: Any) -> Any:
+            return make_fault(e, stack, PlanFault(kind=f.kind, target=f.target, proxy=f.proxy, **f.params()),
+                              allow_destructive=allow_destructive)
+
+        def load(out_dir: Path, seconds: float, seed: int) -> Any:
+            return start_env_load(e, out_dir=out_dir / "load", duration_s=seconds, seed=seed)
+
+        yield Explorer(e, stack, run_dir, bus, stop, fault, load,
+                       probe=lambda url: completion_ok(url, e.endpoints.model, 2.0, api_key=e.endpoints.api_key),
+                       server_log=lambda: server_log_for(e, ("simulator", "fault proxy")))
+    finally:
+        undo_signals()
+        if stack is not None:
+            stack.down()
+        journal.write()
+
+
+def explore(env: str = typer.Option("local", "--env", help="environment name or file"),
+            budget: str = typer.Option("10m", "--budget", help="how long to explore: 600, 90s, 20m, 1h"),
+            seed: int = typer.Option(1, "--seed", help="the same seed tries the same schedules"),
+            max_faults: int = typer.Option(3, "--max-faults", min=1, max=8, help="faults per schedule, at most"),
+            horizon: float = typer.Option(30.0, "--horizon", min=5.0, help="seconds of load a schedule's faults "
+                                                                            "fall in"),
+            out: Path = typer.Option(Path("reports/explore"), "--out", help="where schedules, failures and the "
+                                                                            "journal go (a run subdir is made)"),
+            allow_destructive: bool = typer.Option(False, "--allow-destructive",
+                                                   help="allow restarts, kills and rank freezes on a protected "
+                                                        "environment")) -> None:
+    """Run random fault schedules (seeded) under load until the budget is spent, each judged by
+    heal-and-check: served again within the recovery SLA, nothing lost, the client rules on retries.
+    A failing schedule is written as failures/schedule-<hash>.yaml; `chaos replay` runs it again.
+    Exit 1 when a schedule failed."""
+    seconds = _seconds(budget)
+    with _explorer(env, out, allow_destructive) as ex:
+        outcomes = ex.explore(seed, seconds, max_faults=max_faults, horizon_s=horizon,
+                              allow_destructive=allow_destructive, say=typer.echo)
+    failed = [o for o in outcomes if not o.ok]
+    typer.echo(f"{len(outcomes)} schedules tried (hashes in {ex.out_dir / 'explore.json'}), {len(failed)} failed")
+    for o in failed:
+        typer.echo(f"  {o.file}: {o.broken()}")
+    raise typer.Exit(1 if failed else 0)
+
+
+def replay(schedule: Path = typer.Argument(..., help="a schedule file (chaos explore's failures/schedule-*.yaml)"),
+           env: str = typer.Option("local", "--env", help="environment name or file"),
+           out: Path = typer.Option(Path("reports/replay"), "--out", help="where the run goes"),
+           allow_destructive: bool = typer.Option(False, "--allow-destructive")) -> None:
+    """Run one schedule again and judge it the same way; exit 1 when it fails (naming what broke)."""
+    from chaos.explore.schedule import load_schedule
+
+    sched = load_schedule(schedule)
+    with _explorer(env, out, allow_destructive) as ex:
+        outcome = ex.run_one(sched)
+        ex.write_report(None)
+    typer.echo(f"{schedule}: {'ok' if outcome.ok else 'FAILED ' + str(outcome.broken())}"
+               + (f" (it was kept for: {sched.breaks})" if sched.breaks else ""))
+    for err in outcome.errors:
+        typer.echo(f"  note: {err}")
+    raise typer.Exit(0 if outcome.ok else 1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("explore")(explore)
+    app.command("replay")(replay)

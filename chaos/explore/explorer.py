@@ -1,0 +1,128 @@
+"""`chaos explore` and `chaos replay`: random schedules run one after another under the environment's
+load, each judged by heal-and-check (check.py); a failing schedule is written as a file that `chaos
+replay` runs again. The schedules of a run come from its seed alone, so two runs with the same seed
+try the same schedules (the report lists their hashes)."""
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from chaos.experiment import events as ev
+from chaos.experiment.method import Method, StopAsked
+from chaos.experiment.stop import StopSwitch
+from chaos.explore.check import history_verdicts, served_again
+from chaos.explore.run import walk
+from chaos.explore.schedule import Schedule, ScheduledFault, generate
+from chaos.verify.verdict import Verdict
+
+STEADY_S = 3.0   # load before the first fault
+DRAIN_S = 5.0    # after the heal: the clients' last retries land before the history is judged
+
+
+@dataclass
+class Outcome:
+    schedule: Schedule
+    verdicts: list[Verdict]
+    errors: list[str]
+    file: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(v.ok for v in self.verdicts)
+
+    def broken(self) -> str | None:
+        """The first failing row, in one line (what the schedule breaks)."""
+        row = next((r for v in self.verdicts for r in v.failures), None)
+        v = next((v for v in self.verdicts if row in v.failures), None)
+        return None if row is None or v is None else f"{v.name}: {row.line()}"
+
+
+@dataclass
+class Explorer:
+    """One exploration against a running stack (`stack` supervises the targets a restart needs)."""
+
+    env: Any
+    stack: Any
+    out_dir: Path
+    bus: ev.EventBus
+    stop: StopSwitch
+    make_fault: Callable[[ScheduledFault], Any]
+    start_load: Callable[[Path, float, int], Any]
+    probe: Callable[[str], bool]
+    server_log: Callable[[], Any] = lambda: None
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def urls(self) -> dict[str, str]:
+        out = {"api": self.env.endpoints.api}
+        out.update({t.name: f"http://{t.host}:{t.port}" for t in self.env.targets})
+        return out
+
+    def run_one(self, schedule: Schedule, seed: int = 0) -> Outcome:
+        name = f"schedule {schedule.key()}"
+        m = Method(name, bus=self.bus, stop=self.stop)
+        m.publish(ev.ExperimentStarted, plan="; ".join(f.describe() for f in schedule.faults))
+        load = self.start_load(self.out_dir / schedule.key(), schedule.horizon_s + self.env.slas.recovery_s
+                               + STEADY_S + DRAIN_S + 15, seed)
+        errors: list[str] = []
+        verdicts: list[Verdict] = []
+        status = "ERROR"
+        try:
+            with m.phase("steady state"):
+                m.wait(STEADY_S)
+            with m.phase("faults"):
+                run = walk(schedule, m, self.make_fault)
+            errors = run.errors
+            with m.phase("heal and check"):
+                assert run.t_healed is not None
+                verdicts.append(served_again(self.env, self.urls(), run.t_healed, probe=self.probe, clock=m.clock,
+                                             sleep=m.wait))
+                m.wait(DRAIN_S)
+        finally:
+            records = list(load.stop().records)
+            if verdicts:
+                verdicts += history_verdicts(self.env, records, self.server_log())
+                for v in verdicts:
+                    m.publish(ev.VerdictReached, name=v.name, ok=v.ok, failures=tuple(r.line() for r in v.failures),
+                              rows=tuple(r.line() for r in v.rows))
+                status = "PASSED" if all(v.ok for v in verdicts) else "FAILED"
+            m.publish(ev.ExperimentEnded, status=status, reason="; ".join(errors))
+        out = Outcome(schedule, verdicts, errors)
+        if not out.ok:
+            kept = schedule.model_copy(update={"breaks": out.broken()})
+            out.file = kept.write(self.out_dir / "failures")
+        self.outcomes.append(out)
+        return out
+
+    def explore(self, seed: int, budget_s: float, *, max_faults: int, horizon_s: float, allow_destructive: bool,
+                say: Callable[[str], None] = print, clock: Callable[[], float] = time.monotonic) -> list[Outcome]:
+        """Schedules drawn from `seed` until the budget is spent (one that would not fit is not started)."""
+        rng = random.Random(seed)
+        deadline = clock() + budget_s
+        per_run = horizon_s + self.env.slas.recovery_s + STEADY_S + DRAIN_S + 20
+        while clock() + per_run <= deadline:
+            schedule = generate(self.env, rng.randrange(2**31), max_faults=max_faults, horizon_s=horizon_s,
+                                allow_destructive=allow_destructive)
+            try:
+                out = self.run_one(schedule, seed=len(self.outcomes))
+            except StopAsked:
+                say("stopped: every fault in place was reverted")
+                break
+            failed = sum(1 for o in self.outcomes if not o.ok)
+            say(f"[{len(self.outcomes)}] {schedule.key()} ({len(schedule.faults)} faults): "
+                f"{'ok' if out.ok else 'FAILED ' + str(out.broken())}; {failed} failing so far, "
+                f"{max(0.0, deadline - clock()):.0f} s left")
+        self.write_report(seed)
+        return self.outcomes
+
+    def write_report(self, seed: int | None) -> Path:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        path = self.out_dir / "explore.json"
+        path.write_text(json.dumps({"seed": seed, "environment": self.env.name, "schedules": [
+            {"hash": o.schedule.key(), "faults": [f.describe() for f in o.schedule.faults], "ok": o.ok,
+             "breaks": o.broken(), "errors": o.errors, "file": str(o.file) if o.file else None}
+            for o in self.outcomes]}, indent=1), encoding="utf-8")
+        return path
