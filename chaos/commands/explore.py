@@ -77,6 +77,8 @@ def explore(env: str = typer.Option("local", "--env", help="environment name or 
             max_faults: int = typer.Option(3, "--max-faults", min=1, max=8, help="faults per schedule, at most"),
             horizon: float = typer.Option(30.0, "--horizon", min=5.0, help="seconds of load a schedule's faults "
                                                                             "fall in"),
+            shrink_runs: int = typer.Option(12, "--shrink-runs", min=0, max=100,
+                                            help="replays spent shrinking each failing schedule (0: keep it whole)"),
             out: Path = typer.Option(Path("reports/explore"), "--out", help="where schedules, failures and the "
                                                                             "journal go (a run subdir is made)"),
             allow_destructive: bool = typer.Option(False, "--allow-destructive",
@@ -84,12 +86,13 @@ def explore(env: str = typer.Option("local", "--env", help="environment name or 
                                                         "environment")) -> None:
     """Run random fault schedules (seeded) under load until the budget is spent, each judged by
     heal-and-check: served again within the recovery SLA, nothing lost, the client rules on retries.
-    A failing schedule is written as failures/schedule-<hash>.yaml; `chaos replay` runs it again.
+    A failing schedule is shrunk (drop faults, shorten, start earlier, drop parameters) while it still
+    breaks the same check, and written as failures/schedule-<hash>.yaml; `chaos replay` runs it again.
     Exit 1 when a schedule failed."""
     seconds = _seconds(budget)
     with _explorer(env, out, allow_destructive) as ex:
         outcomes = ex.explore(seed, seconds, max_faults=max_faults, horizon_s=horizon,
-                              allow_destructive=allow_destructive, say=typer.echo)
+                              allow_destructive=allow_destructive, shrink_runs=shrink_runs, say=typer.echo)
     failed = [o for o in outcomes if not o.ok]
     typer.echo(f"{len(outcomes)} schedules tried (hashes in {ex.out_dir / 'explore.json'}), {len(failed)} failed")
     for o in failed:

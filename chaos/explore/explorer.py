@@ -17,6 +17,7 @@ from chaos.experiment.stop import StopSwitch
 from chaos.explore.check import history_verdicts, served_again
 from chaos.explore.run import walk
 from chaos.explore.schedule import Schedule, ScheduledFault, generate
+from chaos.explore.shrink import shrink
 from chaos.verify.verdict import Verdict
 
 STEADY_S = 3.0   # load before the first fault
@@ -29,16 +30,25 @@ class Outcome:
     verdicts: list[Verdict]
     errors: list[str]
     file: Path | None = None
+    shrunk_from: Schedule | None = None
+    shrink_runs: int = 0
 
     @property
     def ok(self) -> bool:
         return all(v.ok for v in self.verdicts)
 
+    def _first(self) -> tuple[Verdict, Any] | None:
+        return next(((v, r) for v in self.verdicts for r in v.failures), None)
+
     def broken(self) -> str | None:
         """The first failing row, in one line (what the schedule breaks)."""
-        row = next((r for v in self.verdicts for r in v.failures), None)
-        v = next((v for v in self.verdicts if row in v.failures), None)
-        return None if row is None or v is None else f"{v.name}: {row.line()}"
+        first = self._first()
+        return None if first is None else f"{first[0].name}: {first[1].line()}"
+
+    def broken_check(self) -> str | None:
+        """Which check failed, without its measured value: a shrunk schedule must break the same one."""
+        first = self._first()
+        return None if first is None else f"{first[0].name}: {first[1].check}"
 
 
 @dataclass
@@ -61,7 +71,7 @@ class Explorer:
         out.update({t.name: f"http://{t.host}:{t.port}" for t in self.env.targets})
         return out
 
-    def run_one(self, schedule: Schedule, seed: int = 0) -> Outcome:
+    def run_one(self, schedule: Schedule, seed: int = 0, *, keep: bool = True) -> Outcome:
         name = f"schedule {schedule.key()}"
         m = Method(name, bus=self.bus, stop=self.stop)
         m.publish(ev.ExperimentStarted, plan="; ".join(f.describe() for f in schedule.faults))
@@ -91,19 +101,44 @@ class Explorer:
                 status = "PASSED" if all(v.ok for v in verdicts) else "FAILED"
             m.publish(ev.ExperimentEnded, status=status, reason="; ".join(errors))
         out = Outcome(schedule, verdicts, errors)
-        if not out.ok:
-            kept = schedule.model_copy(update={"breaks": out.broken()})
-            out.file = kept.write(self.out_dir / "failures")
-        self.outcomes.append(out)
+        if keep:
+            if not out.ok:
+                out.file = schedule.model_copy(update={"breaks": out.broken()}).write(self.out_dir / "failures")
+            self.outcomes.append(out)
         return out
 
+    def shrink(self, out: Outcome, *, max_runs: int, deadline: float, clock: Callable[[], float],
+               say: Callable[[str], None]) -> Outcome:
+        """Replace a failing outcome's file with the smallest schedule found that breaks the same check."""
+        check = out.broken_check()
+
+        def still_fails(candidate: Schedule) -> bool:
+            if clock() + self.per_run(candidate.horizon_s) > deadline:
+                return False  # no time left for this replay: keep what we have
+            return self.run_one(candidate, keep=False).broken_check() == check
+
+        shrunk = shrink(out.schedule, still_fails, max_runs=max_runs)
+        for step in shrunk.steps:
+            say(f"    shrunk: {step}")
+        if shrunk.schedule != out.schedule:
+            if out.file is not None:
+                out.file.unlink(missing_ok=True)
+            out.shrunk_from, out.schedule = out.schedule, shrunk.schedule
+            out.file = shrunk.schedule.model_copy(update={"breaks": out.broken()}).write(self.out_dir / "failures")
+        out.shrink_runs = shrunk.runs
+        return out
+
+    def per_run(self, horizon_s: float) -> float:
+        return float(horizon_s + self.env.slas.recovery_s + STEADY_S + DRAIN_S + 20)
+
     def explore(self, seed: int, budget_s: float, *, max_faults: int, horizon_s: float, allow_destructive: bool,
-                say: Callable[[str], None] = print, clock: Callable[[], float] = time.monotonic) -> list[Outcome]:
-        """Schedules drawn from `seed` until the budget is spent (one that would not fit is not started)."""
+                shrink_runs: int = 12, say: Callable[[str], None] = print,
+                clock: Callable[[], float] = time.monotonic) -> list[Outcome]:
+        """Schedules drawn from `seed` until the budget is spent (one that would not fit is not started);
+        a failing one is shrunk (at most `shrink_runs` replays, within the budget)."""
         rng = random.Random(seed)
         deadline = clock() + budget_s
-        per_run = horizon_s + self.env.slas.recovery_s + STEADY_S + DRAIN_S + 20
-        while clock() + per_run <= deadline:
+        while clock() + self.per_run(horizon_s) <= deadline:
             schedule = generate(self.env, rng.randrange(2**31), max_faults=max_faults, horizon_s=horizon_s,
                                 allow_destructive=allow_destructive)
             try:
@@ -115,6 +150,12 @@ class Explorer:
             say(f"[{len(self.outcomes)}] {schedule.key()} ({len(schedule.faults)} faults): "
                 f"{'ok' if out.ok else 'FAILED ' + str(out.broken())}; {failed} failing so far, "
                 f"{max(0.0, deadline - clock()):.0f} s left")
+            if not out.ok and shrink_runs > 0:
+                try:
+                    self.shrink(out, max_runs=shrink_runs, deadline=deadline, clock=clock, say=say)
+                except StopAsked:
+                    say("stopped while shrinking: every fault in place was reverted")
+                    break
         self.write_report(seed)
         return self.outcomes
 
@@ -123,6 +164,7 @@ class Explorer:
         path = self.out_dir / "explore.json"
         path.write_text(json.dumps({"seed": seed, "environment": self.env.name, "schedules": [
             {"hash": o.schedule.key(), "faults": [f.describe() for f in o.schedule.faults], "ok": o.ok,
-             "breaks": o.broken(), "errors": o.errors, "file": str(o.file) if o.file else None}
+             "breaks": o.broken(), "errors": o.errors, "file": str(o.file) if o.file else None,
+             "shrunk_from": o.shrunk_from.key() if o.shrunk_from else None, "shrink_runs": o.shrink_runs}
             for o in self.outcomes]}, indent=1), encoding="utf-8")
         return path

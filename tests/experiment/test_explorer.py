@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from chaos.env import load
 from chaos.experiment.events import EventBus
 from chaos.experiment.stop import StopSwitch
-from chaos.explore.explorer import Explorer
+from chaos.explore.explorer import Explorer, Outcome
 from chaos.explore.schedule import load_schedule
 from chaos.load.records import RequestRecord
 
@@ -53,7 +53,7 @@ def test_the_same_seed_tries_the_same_schedules_and_the_budget_bounds_them(tmp_p
     for k in range(2):
         ex, _ = _explorer(tmp_path / str(k), healthy=lambda url: True)
         ex.run_one = lambda s, seed=0, ex=ex: ex.outcomes.append(  # a stand-in run: the schedules are the point
-            SimpleNamespace(schedule=s, ok=True, broken=lambda: None, errors=[], file=None)) or ex.outcomes[-1]
+            Outcome(s, [], [])) or ex.outcomes[-1]
         now = [0.0]
 
         def clock(now=now):
@@ -79,3 +79,32 @@ def test_a_schedule_that_breaks_heal_and_check_is_kept_with_what_it_broke(tmp_pa
     assert kept.breaks == out.broken() and kept.key() == sched.key()
     fine, _ = _explorer(tmp_path / "fine", healthy=lambda url: True)
     assert fine.run_one(sched).ok and fine.outcomes[0].file is None
+
+
+def test_a_failure_is_shrunk_to_the_fault_that_causes_it_and_its_file_replaced(tmp_path, monkeypatch):
+    _fast(monkeypatch)
+    from chaos.explore.schedule import Schedule, ScheduledFault
+
+    sched = Schedule(horizon_s=0.9, faults=[
+        ScheduledFault(kind="jitter", proxy="client", start_s=0.0, duration_s=0.2, latency=900),
+        ScheduledFault(kind="restart", target="replica-a", start_s=0.1, duration_s=0.0),
+        ScheduledFault(kind="http-error", target="replica-c", start_s=0.2, duration_s=0.3, fraction=0.1)])
+    ran: list = []
+    # the planted bug: after a restart of replica-a in the run, replica-a never serves again
+    ex, log = _explorer(tmp_path, healthy=lambda url: not (url.endswith(str(ENV.target("replica-a").port))
+                                                            and ("in", "restart") in ran[-1]))
+    ex.make_fault = lambda f: Fault(f, ran[-1])
+    original = ex.run_one
+
+    def run_one(s, seed=0, keep=True):
+        ran.append([])
+        return original(s, seed, keep=keep)
+
+    ex.run_one = run_one
+    out = ex.run_one(sched)
+    assert not out.ok and out.file is not None and out.file.exists()
+    first_file = out.file
+    ex.shrink(out, max_runs=10, deadline=1e12, clock=lambda: 0.0, say=lambda line: None)
+    assert [f.kind for f in out.schedule.faults] == ["restart"] and out.shrunk_from == sched
+    assert out.file != first_file and not first_file.exists()
+    assert load_schedule(out.file).breaks.startswith("served again after the heal: replica-a.first_completion_s")
