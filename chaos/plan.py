@@ -163,6 +163,7 @@ ENTRIES = (  # destructive: as the suites mark their tests (refused on a protect
     Entry("clients", "backoff compliance of the reference and listed clients", False),
     Entry("inputs", "special characters; malformed requests", False),
     Entry("inputs", "tokenizer crash with and without NFKC", True, (no_simulator_replica,)),
+    Entry("regressions", "kept fault schedules (suites/regressions)", True, (no_local_standby,)),
     Entry("load", "degraded-mode floor (a standby with batching off)", False, (no_degraded_floor, no_local_standby)),
     Entry("load", "shared-prefix reuse, KV memory and TTFT", False),
     Entry("load", "7:2:1 mix; 100 x xl burst", False, (),
