@@ -3,6 +3,7 @@ part an environment names, against real local servers and a real Toxiproxy."""
 from __future__ import annotations
 
 import http.server
+import re
 import threading
 from pathlib import Path
 
@@ -125,7 +126,7 @@ def test_probe_reports_each_failure_in_one_line_naming_the_host(tmp_path, api_se
     fails = [l for l in lines if l.startswith("FAIL")]
     assert {l.split(":")[0] for l in fails} == {"FAIL  fault proxy fp-1", "FAIL  replica gpu-1", "FAIL  docker engine"}
     assert any("nonexistent.sock" in l for l in fails if "docker engine" in l)
-    assert "suite     scenarios" in r.stdout  # the plan follows the probe
+    assert re.search(r"^suite +scenarios", r.stdout, re.M)  # the plan follows the probe
 
 
 def test_probe_finds_a_proxy_missing_from_a_real_toxiproxy(tmp_path, api_server, toxiproxy_server) -> None:  # noqa: F811 - the fixture
