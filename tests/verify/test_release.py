@@ -90,3 +90,19 @@ def test_a_vip_request_on_the_canary_fails_the_live_stage():
     v = live_gate(recs, during=DURING, admit={"x-user-tier": ["standard"]})
     row = v.row("canary answers outside the stage")
     assert row.ok is False and row.measured > 0 and "x-user-tier=vip" in row.detail
+
+
+def test_pairs_are_timed_at_the_replicas_where_the_fault_proxies_logged_both_sides():
+    from chaos.experiment.gates import replica_timed
+
+    pair = {"t": 1.0, "request_id": "r1", "stable": {"status": 200, "latency_s": 0.10, "replica": "stable/replica-a"},
+            "canary": {"status": 200, "latency_s": 0.44, "replica": "canary/replica-c"}}
+    half = {**pair, "request_id": "r2"}
+    rows = [{"request_id": "r1", "t_arrival": 10.0, "t_finish": 10.08, "replica": "replica-a"},
+            {"request_id": "r1", "t_arrival": 11.0, "t_finish": 11.09, "replica": "replica-c"},
+            {"request_id": "r2", "t_arrival": 12.0, "t_finish": 12.05, "replica": "replica-a"}]
+    out, timed = replica_timed([pair, half], rows)
+    assert timed == 1
+    assert out[0]["stable"]["latency_s"] == 0.08 and out[0]["canary"]["latency_s"] == 0.09
+    assert out[1] == half  # only one side in the log: the gateway's timings for both, never a mix
+    assert pair["canary"]["latency_s"] == 0.44  # the gateway's pairs themselves are left as they were
