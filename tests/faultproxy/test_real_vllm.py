@@ -40,10 +40,16 @@ def vproxy(vllm, faultproxy_bin, tmp_path_factory) -> Iterator[FaultProxyServer]
 def test_real_vllm_streams_pass_unchanged_and_stream_faults_act_on_its_chunks(vllm, vproxy, policy):
     body = {"max_tokens": 8, "temperature": 0, "timeout": 60}
     direct, via = call(vllm, **body), call(vproxy.url, **body)
-    assert direct[0] == via[0] == 200 and tokens(direct[2]) == tokens(via[2]) and tokens(via[2])
+    # the same greedy answer, word for word. Two requests need not be chunked alike: vLLM puts
+    # several tokens in one delta when its output processing falls behind (a fresh-clone run saw
+    # ' traffic unk traffic unk' as one chunk on one side and four on the other)
+    answer = "".join(tokens(via[2]))
+    assert direct[0] == via[0] == 200 and "".join(tokens(direct[2])) == answer and answer
     with H.stream_cut(vproxy.admin(), after_tokens=2).using(policy) as cut:
         status, _, data, _, err = call(vproxy.url, **body)
-    assert status == 200 and err is not None and tokens(data) == tokens(via[2])[:2] and cut.evidence["hits"] == 1
+    # cut after vLLM's own 2nd content chunk: exactly 2 chunks arrive, and they begin the answer
+    assert status == 200 and err is not None and len(tokens(data)) == 2 and cut.evidence["hits"] == 1
+    assert answer.startswith("".join(tokens(data)))
     with H.error_chunk(vproxy.admin(), after_tokens=1).using(policy):
         _, _, data, _, _ = call(vproxy.url, **body)
     assert b'"error"' in data and data.rstrip().endswith(b"data: [DONE]")
