@@ -26,15 +26,11 @@ def _explorer(env: str, out: Path, allow_destructive: bool) -> Iterator[Any]:
     with the ledger, the emergency stop and a journal of every schedule."""
     from chaos import env as envmod
     from chaos.experiment.events import EventBus
-    from chaos.experiment.gameday import make_fault
     from chaos.experiment.journal import Journal
-    from chaos.experiment.plan import PlanFault
     from chaos.experiment.stop import StopSwitch, stop_file
-    from chaos.explore.explorer import Explorer
+    from chaos.explore.wiring import explorer_for
     from chaos.faults import base as fault_base
     from chaos.faults.ledger import Ledger
-    from chaos.load.runner import start_env_load
-    from chaos.stack.launcher import completion_ok
     from chaos.verify.accounting import server_log_for
 
     e = envmod.load(env)
@@ -54,16 +50,8 @@ def _explorer(env: str, out: Path, allow_destructive: bool) -> Iterator[Any]:
 
             stack = EmbeddedStack(e).up()
 
-        def fault(f: Any) -> Any:
-            return make_fault(e, stack, PlanFault(kind=f.kind, target=f.target, proxy=f.proxy, **f.params()),
-                              allow_destructive=allow_destructive)
-
-        def load(out_dir: Path, seconds: float, seed: int) -> Any:
-            return start_env_load(e, out_dir=out_dir / "load", duration_s=seconds, seed=seed)
-
-        yield Explorer(e, stack, run_dir, bus, stop, fault, load,
-                       probe=lambda url: completion_ok(url, e.endpoints.model, 2.0, api_key=e.endpoints.api_key),
-                       server_log=lambda: server_log_for(e, ("simulator", "fault proxy")))
+        yield explorer_for(e, stack, run_dir, bus, stop, allow_destructive=allow_destructive,
+                           server_log=lambda: server_log_for(e, ("simulator", "fault proxy")))
     finally:
         undo_signals()
         if stack is not None:
@@ -85,7 +73,9 @@ def explore(env: str = typer.Option("local", "--env", help="environment name or 
                                                    help="allow restarts, kills and rank freezes on a protected "
                                                         "environment")) -> None:
     """Run random fault schedules (seeded) under load until the budget is spent, each judged by
-    heal-and-check: served again within the recovery SLA, nothing lost, the client rules on retries.
+    heal-and-check: served again within the recovery SLA, nothing lost, the client rules on retries,
+    and (where the gateway shows its breakers) a rollback held until an operator reset, every other
+    trip healed.
     A failing schedule is shrunk (drop faults, shorten, start earlier, drop parameters) while it still
     breaks the same check, and written as failures/schedule-<hash>.yaml; `chaos replay` runs it again.
     Exit 1 when a schedule failed."""

@@ -14,10 +14,12 @@ from typing import Any, Callable
 from chaos.experiment import events as ev
 from chaos.experiment.method import Method, StopAsked
 from chaos.experiment.stop import StopSwitch
-from chaos.explore.check import history_verdicts, served_again
+from chaos.explore.guide import Guide, moves_of
+from chaos.explore.check import FORCED_OPEN, breaker_verdict, history_verdicts, served_again
 from chaos.explore.run import walk
 from chaos.explore.schedule import Schedule, ScheduledFault, generate
 from chaos.explore.shrink import shrink
+from chaos.verify.breaker import degrade_recovery_s
 from chaos.verify.verdict import Verdict
 
 STEADY_S = 3.0   # load before the first fault
@@ -32,6 +34,8 @@ class Outcome:
     file: Path | None = None
     shrunk_from: Schedule | None = None
     shrink_runs: int = 0
+    origin: str = "seed"
+    moves: list[tuple[str, float]] = field(default_factory=list)  # the gateway's breaker moves, s into the faults
 
     @property
     def ok(self) -> bool:
@@ -64,6 +68,9 @@ class Explorer:
     start_load: Callable[[Path, float, int], Any]
     probe: Callable[[str], bool]
     server_log: Callable[[], Any] = lambda: None
+    # the gateway's breakers, where it shows them (GET /admin/state) and takes an operator reset
+    gateway_state: Callable[[], dict[str, Any]] | None = None
+    gateway_reset: Callable[[], Any] | None = None
     outcomes: list[Outcome] = field(default_factory=list)
 
     def urls(self) -> dict[str, str]:
@@ -75,10 +82,13 @@ class Explorer:
         name = f"schedule {schedule.key()}"
         m = Method(name, bus=self.bus, stop=self.stop)
         m.publish(ev.ExperimentStarted, plan="; ".join(f.describe() for f in schedule.faults))
-        load = self.start_load(self.out_dir / schedule.key(), schedule.horizon_s + self.env.slas.recovery_s
-                               + STEADY_S + DRAIN_S + 15, seed)
+        self.reset_breakers(m, "the schedule starts with every breaker closed")
+        t_run = m.clock()
+        load = self.start_load(self.out_dir / schedule.key(), self.per_run(schedule.horizon_s), seed)
         errors: list[str] = []
         verdicts: list[Verdict] = []
+        moves: list[dict[str, Any]] = []
+        run = None
         status = "ERROR"
         try:
             with m.phase("steady state"):
@@ -91,21 +101,58 @@ class Explorer:
                 verdicts.append(served_again(self.env, self.urls(), run.t_healed, probe=self.probe, clock=m.clock,
                                              sleep=m.wait))
                 m.wait(DRAIN_S)
+            healed: dict[str, float | None] = {}
+            if self.gateway_state is not None:
+                with m.phase("breakers heal"):
+                    healed = self.breakers_healed(m, run.t_healed)
         finally:
+            t_end = m.clock()
             records = list(load.stop().records)
             if verdicts:
                 verdicts += history_verdicts(self.env, records, self.server_log())
+                if self.gateway_state is not None:
+                    moves = [t for t in self.gateway_state().get("transitions", []) if float(t["t"]) >= t_run]
+                    verdicts.append(breaker_verdict(self.env, records, moves, t_end=t_end, healed_after_s=healed))
                 for v in verdicts:
                     m.publish(ev.VerdictReached, name=v.name, ok=v.ok, failures=tuple(r.line() for r in v.failures),
                               rows=tuple(r.line() for r in v.rows))
                 status = "PASSED" if all(v.ok for v in verdicts) else "FAILED"
             m.publish(ev.ExperimentEnded, status=status, reason="; ".join(errors))
-        out = Outcome(schedule, verdicts, errors)
+        out = Outcome(schedule, verdicts, errors,
+                      moves=moves_of(moves, run.t_start) if run is not None else [])
         if keep:
             if not out.ok:
                 out.file = schedule.model_copy(update={"breaks": out.broken()}).write(self.out_dir / "failures")
             self.outcomes.append(out)
         return out
+
+    def reset_breakers(self, m: Method, why: str) -> None:
+        """The operator's reset of the gateway's breakers, where it has one (a rollback stays until then)."""
+        if self.gateway_reset is not None:
+            self.gateway_reset()
+            m.publish(ev.Noted, what=f"operator reset of the gateway's breakers: {why}")
+
+    def breakers_healed(self, m: Method, t_healed: float) -> dict[str, float | None]:
+        """Seconds from the heal until each pool not rolled back is closed (None: not within the
+        degrade allowance); the load goes on meanwhile, so that half-open probes have traffic."""
+        assert self.gateway_state is not None
+        limit = degrade_recovery_s(self.env.breaker)
+        took: dict[str, float | None] = {}
+        while True:
+            pools = self.gateway_state().get("pools", {})
+            open_now = [n for n, p in pools.items() if p.get("state") not in ("closed", FORCED_OPEN)]
+            for n, p in pools.items():
+                if p.get("state") == "closed":
+                    took.setdefault(n, m.clock() - t_healed)
+                else:  # tripped again: it has not healed yet
+                    took.pop(n, None)
+            if not open_now or m.clock() - t_healed > limit:
+                break
+            m.wait(0.5)
+        for n, p in pools.items():
+            if p.get("state") != FORCED_OPEN:
+                took.setdefault(n, None)
+        return {n: t for n, t in took.items() if pools.get(n, {}).get("state") != FORCED_OPEN}
 
     def shrink(self, out: Outcome, *, max_runs: int, deadline: float, clock: Callable[[], float],
                say: Callable[[str], None]) -> Outcome:
@@ -129,7 +176,9 @@ class Explorer:
         return out
 
     def per_run(self, horizon_s: float) -> float:
-        return float(horizon_s + self.env.slas.recovery_s + STEADY_S + DRAIN_S + 20)
+        """The most one schedule may take: its load runs this long (and is stopped when it is judged)."""
+        heal = degrade_recovery_s(self.env.breaker) if self.gateway_state is not None else 0.0
+        return float(horizon_s + self.env.slas.recovery_s + STEADY_S + DRAIN_S + heal + 20)
 
     def explore(self, seed: int, budget_s: float, *, max_faults: int, horizon_s: float, allow_destructive: bool,
                 shrink_runs: int = 12, say: Callable[[str], None] = print,
@@ -137,25 +186,35 @@ class Explorer:
         """Schedules drawn from `seed` until the budget is spent (one that would not fit is not started);
         a failing one is shrunk (at most `shrink_runs` replays, within the budget)."""
         rng = random.Random(seed)
+        guide = Guide(self.env, seed, allow_destructive) if self.gateway_state is not None else None
         deadline = clock() + budget_s
         while clock() + self.per_run(horizon_s) <= deadline:
-            schedule = generate(self.env, rng.randrange(2**31), max_faults=max_faults, horizon_s=horizon_s,
-                                allow_destructive=allow_destructive)
+            # every other run follows a lead (guide.py) where there is one; the seeded ones keep their order
+            lead = guide.follow_up() if guide is not None and len(self.outcomes) % 2 == 1 else None
+            if lead is not None:
+                schedule, origin = lead
+            else:
+                schedule, origin = generate(self.env, rng.randrange(2**31), max_faults=max_faults, horizon_s=horizon_s,
+                                            allow_destructive=allow_destructive), "seed"
             try:
                 out = self.run_one(schedule, seed=len(self.outcomes))
             except StopAsked:
                 say("stopped: every fault in place was reverted")
                 break
+            out.origin = origin
+            new = guide.learn(schedule, out.moves) if guide is not None else []
             failed = sum(1 for o in self.outcomes if not o.ok)
-            say(f"[{len(self.outcomes)}] {schedule.key()} ({len(schedule.faults)} faults): "
+            say(f"[{len(self.outcomes)}] {schedule.key()} ({len(schedule.faults)} faults, {origin}): "
                 f"{'ok' if out.ok else 'FAILED ' + str(out.broken())}; {failed} failing so far, "
-                f"{max(0.0, deadline - clock()):.0f} s left")
+                f"{max(0.0, deadline - clock()):.0f} s left" + (f"; new: {', '.join(new)}" if new else ""))
             if not out.ok and shrink_runs > 0:
                 try:
                     self.shrink(out, max_runs=shrink_runs, deadline=deadline, clock=clock, say=say)
                 except StopAsked:
                     say("stopped while shrinking: every fault in place was reverted")
                     break
+        self.reset_breakers(Method("exploration", bus=self.bus, stop=self.stop),
+                            "the exploration leaves no rollback behind")
         self.write_report(seed)
         return self.outcomes
 
@@ -163,7 +222,8 @@ class Explorer:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         path = self.out_dir / "explore.json"
         path.write_text(json.dumps({"seed": seed, "environment": self.env.name, "schedules": [
-            {"hash": o.schedule.key(), "faults": [f.describe() for f in o.schedule.faults], "ok": o.ok,
+            {"hash": o.schedule.key(), "origin": o.origin, "moves": [m for m, _ in o.moves],
+             "faults": [f.describe() for f in o.schedule.faults], "ok": o.ok,
              "breaks": o.broken(), "errors": o.errors, "file": str(o.file) if o.file else None,
              "shrunk_from": o.shrunk_from.key() if o.shrunk_from else None, "shrink_runs": o.shrink_runs}
             for o in self.outcomes]}, indent=1), encoding="utf-8")

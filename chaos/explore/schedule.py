@@ -148,28 +148,46 @@ def _clashes(f: ScheduledFault, chosen: list[ScheduledFault], env: Any) -> bool:
     return False
 
 
-def generate(env: Any, seed: int, *, max_faults: int = 3, horizon_s: float = 60.0, allow_destructive: bool = False,
-             kinds: tuple[str, ...] | None = None) -> Schedule:
-    """A random schedule for `env`, the same for the same seed and environment."""
-    rng = random.Random(seed)
+MenuItem = tuple[str, str, dict[str, tuple[float, float]]]
+
+
+def menu_for(env: Any, allow_destructive: bool, kinds: tuple[str, ...] | None = None) -> list[MenuItem]:
+    """The fault kinds the environment has a place for (and allows), with their parameter ranges."""
     menu = [(k, w, p) for k, w, p in MENU if (kinds is None or k in kinds) and _places(env, w)
             and (k not in DESTRUCTIVE or allow_destructive or not env.safety.protected)]
     if not menu:
         raise ConfigError(f"environment {env.name}: none of the fault kinds {[k for k, _, _ in MENU]} has a place here")
+    return menu
+
+
+def draw_fault(env: Any, rng: random.Random, menu: list[MenuItem], *,
+               start: tuple[float, float], horizon_s: float, chosen: list[ScheduledFault]) -> ScheduledFault | None:
+    """One fault from the menu starting within `start` and ending by the horizon, within the blast
+    radius of those `chosen` already (None when ten draws all broke it)."""
+    for _attempt in range(10):  # a draw that breaks the blast radius is drawn again
+        kind, where, ranges = rng.choice(menu)
+        place = rng.choice(_places(env, where))
+        at = round(rng.uniform(*start), 1)
+        duration = 0.0 if kind in INSTANT else round(rng.uniform(min(2.0, horizon_s - at), min(30.0, horizon_s - at)), 1)
+        params: dict[str, Any] = {}
+        for name, (lo, hi) in ranges.items():
+            params[name] = round(rng.uniform(lo, hi), 3) if isinstance(lo, float) else int(rng.uniform(lo, hi))
+        f = ScheduledFault(kind=kind, start_s=at, duration_s=duration,
+                           **({"proxy": place} if where == "proxy" else {"target": place}), **params)
+        if not _clashes(f, chosen, env):
+            return f
+    return None
+
+
+def generate(env: Any, seed: int, *, max_faults: int = 3, horizon_s: float = 60.0, allow_destructive: bool = False,
+             kinds: tuple[str, ...] | None = None) -> Schedule:
+    """A random schedule for `env`, the same for the same seed and environment."""
+    rng = random.Random(seed)
+    menu = menu_for(env, allow_destructive, kinds)
     chosen: list[ScheduledFault] = []
     for _ in range(rng.randint(1, max_faults)):
-        for _attempt in range(10):  # a draw that breaks the blast radius is drawn again
-            kind, where, ranges = rng.choice(menu)
-            place = rng.choice(_places(env, where))
-            start = round(rng.uniform(0, horizon_s * 0.6), 1)
-            duration = 0.0 if kind in INSTANT else round(rng.uniform(2.0, min(30.0, horizon_s - start)), 1)
-            params: dict[str, Any] = {}
-            for name, (lo, hi) in ranges.items():
-                params[name] = round(rng.uniform(lo, hi), 3) if isinstance(lo, float) else int(rng.uniform(lo, hi))
-            f = ScheduledFault(kind=kind, start_s=start, duration_s=duration,
-                               **({"proxy": place} if where == "proxy" else {"target": place}), **params)
-            if not _clashes(f, chosen, env):
-                chosen.append(f)
-                break
+        f = draw_fault(env, rng, menu, start=(0, horizon_s * 0.6), horizon_s=horizon_s, chosen=chosen)
+        if f is not None:
+            chosen.append(f)
     chosen.sort(key=lambda f: f.start_s)
     return Schedule(environment=env.name, seed=seed, horizon_s=horizon_s, faults=chosen)

@@ -16,12 +16,14 @@ OOM_MSG = "CUDA out of memory. Tried to allocate 2.00 GiB"
 
 
 class Upstream:
-    """Modes: ok, http500, oom500, oom_chunk, cut, no_finish, duplicate, other_answer, slow. Keeps what it received."""
+    """Modes: ok, http500, oom500, oom_chunk, cut, reset (the connection closed once the request is
+    read, before any answer), no_finish, duplicate, other_answer, slow. Keeps what it received."""
 
     def __init__(self, name: str, mode: str = "ok") -> None:
         self.name, self.mode = name, mode
         self.received: list[dict] = []
         self.rss = 100_000_000.0
+        self.started = 1_800_000_000.0  # process_start_time_seconds: a restart changes it
         self.delay_s = 0.0
 
     async def complete(self, request: web.Request) -> web.StreamResponse:
@@ -30,6 +32,10 @@ class Upstream:
         payload = json.loads(body or b"{}")
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
+        if self.mode == "reset":
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response()
         if self.mode == "http500":
             return web.json_response({"error": {"message": "boom", "type": "InternalServerError", "code": 500}}, status=500)
         if self.mode == "oom500":
@@ -57,7 +63,8 @@ class Upstream:
         return resp
 
     async def metrics(self, request: web.Request) -> web.Response:
-        text = f"# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {self.rss}\n"
+        text = (f"# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {self.rss}\n"
+                f"# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds {self.started}\n")
         return web.Response(text=text)
 
     async def health(self, request: web.Request) -> web.Response:

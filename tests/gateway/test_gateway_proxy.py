@@ -82,6 +82,56 @@ def test_connection_error_retried_once_on_the_same_pool_and_counted():
     asyncio.run(go())
 
 
+def test_a_request_lost_after_it_was_sent_is_not_passed_to_the_next_replica():
+    """The replica may have taken it: a retry behind the client's back would run it twice (chaos
+    explore found this with a reset-peer toxic; suites/regressions/schedule-16f9767b3d36.yaml)."""
+    async def go():
+        async with upstream("r", "reset") as (reset, ru), upstream("b") as (b, bu):
+            reps = [Replica("r", ru), Replica("b", bu)]
+            async with serve(settings(reps, policy=policy(min_calls=100))) as gw, aiohttp.ClientSession() as s:
+                results = [await post(s, gw) for _ in range(6)]
+        lost = [(st, h["x-served-by"]) for st, h, _ in results if h["x-served-by"] == "stable/r"]
+        assert lost and all(st == 502 for st, _ in lost)
+        assert len(reset.received) == len(lost) and len(b.received) == len(results) - len(lost)
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("defect", [None, "rollback-forgotten-on-restart"])
+def test_a_replica_restart_keeps_a_rollback_unless_the_defect_is_planted(monkeypatch, defect):
+    from chaos.stack.gateway.defects import ENV_VAR
+
+    if defect:
+        monkeypatch.setenv(ENV_VAR, defect)
+    else:
+        monkeypatch.delenv(ENV_VAR, raising=False)
+
+    async def go():
+        async with upstream("s") as (sup, su), upstream("c") as (_, cu):
+            reps = [Replica("s", su), Replica("c", cu, "canary")]
+            async with serve(settings(reps, scrape_interval_s=0.05)) as gw, aiohttp.ClientSession() as s:
+                await asyncio.sleep(0.2)
+                assert (await admin(s, gw, "/admin/force", {"pool": "canary", "state": "forced_open"}))[0] == 200
+                sup.started += 30.0  # the stable replica came back as a new process
+                await asyncio.sleep(0.3)
+                _, state = await admin(s, gw, "/admin/state")
+        assert state["replica_restarts"] == {"s": 1}
+        return state["pools"]["canary"]["state"], state["transitions"][-1]["reason"]
+    got, reason = asyncio.run(go())
+    if defect:
+        assert (got, reason) == ("closed", "replica s restarted: pools rebuilt")
+    else:
+        assert got == "forced_open"
+
+
+def test_an_unknown_planted_defect_is_one_line(monkeypatch):
+    from chaos.errors import ConfigError
+    from chaos.stack.gateway.defects import ENV_VAR, planted_from_env
+
+    monkeypatch.setenv(ENV_VAR, "typo")
+    with pytest.raises(ConfigError, match="CHAOS_PLANTED_DEFECT='typo': expected one of rollback-forgotten-on-restart"):
+        planted_from_env()
+
+
 def test_errors_pass_through_and_oom_burst_trips_the_canary():
     async def go():
         async with upstream("s") as (_, su), upstream("c", "oom500") as (cu_up, cu):

@@ -14,6 +14,7 @@ from aiohttp import web
 from chaos.env.model import BreakerPolicy
 from chaos.errors import ConfigError
 from chaos.stack.gateway.admin import Admin, GatewayMetrics
+from chaos.stack.gateway.defects import planted_from_env
 from chaos.stack.gateway.policy import GatewayPolicy
 from chaos.stack.gateway.proxy import Proxy, Replica
 
@@ -23,6 +24,7 @@ POLICY = web.AppKey("policy", GatewayPolicy)
 PROXY = web.AppKey("proxy", Proxy)
 METRICS = web.AppKey("metrics", GatewayMetrics)
 _RSS = re.compile(rb"^process_resident_memory_bytes(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M)
+_STARTED = re.compile(rb"^process_start_time_seconds(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M)
 
 
 @dataclass
@@ -65,21 +67,36 @@ def parse_rss(text: bytes) -> float | None:
     return float(m.group(1)) if m else None
 
 
+def parse_started(text: bytes) -> float | None:
+    """process_start_time_seconds from a Prometheus text page (a restart changes it), None when absent."""
+    m = _STARTED.search(text)
+    return float(m.group(1)) if m else None
+
+
 async def _background(app: web.Application) -> None:
-    """Every scrape interval: read each replica's RSS, and let the rollback window age."""
+    """Every scrape interval: read each replica's RSS and start time (a new one is a restart), and let
+    the rollback window age."""
     settings: GatewaySettings = app[SETTINGS]  # type: ignore[assignment]
     policy = app[POLICY]
     session = app[PROXY].session
     assert session is not None
     timeout = aiohttp.ClientTimeout(total=min(2.0, settings.scrape_every_s))
+    started: dict[str, float] = {}
     while True:
         policy.tick()
         for r in settings.replicas:
             try:
                 async with session.get(r.url + "/metrics", timeout=timeout) as resp:
-                    rss = parse_rss(await resp.read()) if resp.status == 200 else None
+                    page = await resp.read() if resp.status == 200 else b""
             except (aiohttp.ClientError, asyncio.TimeoutError):
-                rss = None
+                page = b""
+            rss, since = parse_rss(page), parse_started(page)
+            if since is not None:
+                if r.name in started and abs(since - started[r.name]) > 0.5:
+                    log.info("replica %s restarted (process started %.1f s after the last one)", r.name,
+                             since - started[r.name])
+                    policy.replica_restarted(r.pool, r.name)
+                started[r.name] = since
             if rss:
                 policy.observe_rss(r.pool, r.name, rss)
         await asyncio.sleep(settings.scrape_every_s)
@@ -87,7 +104,11 @@ async def _background(app: web.Application) -> None:
 
 def build_app(settings: GatewaySettings, policy: GatewayPolicy | None = None) -> web.Application:
     """The aiohttp application: admin + metrics routes, then everything else proxied."""
-    policy = policy or GatewayPolicy(settings.policy, leak_hour_s=settings.leak_hour_s)
+    policy = policy or GatewayPolicy(settings.policy, leak_hour_s=settings.leak_hour_s,
+                                     planted_defect=planted_from_env())
+    if policy.planted_defect:
+        log.warning("PLANTED DEFECT %s is on (chaos/stack/gateway/defects.py): not for real use",
+                    policy.planted_defect)
     metrics = GatewayMetrics(policy)
     proxy = Proxy(settings.replicas, policy, hmac_key=settings.hmac_key, hmac_window_s=settings.hmac_window_s,
                   normalize=settings.policy.normalize_unicode, metrics=metrics)

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable
 from chaos.env.model import BreakerPolicy
 from chaos.stack.gateway.breaker import (NORMAL, PROBE, STATE_CODES, RateBreaker, SlidingWindow, State, Transition,
                                          WindowStats)
+from chaos.stack.gateway.defects import ROLLBACK_FORGOTTEN_ON_RESTART
 from chaos.stack.gateway.release import MirrorLog, Release
 
 STABLE, CANARY = "stable", "canary"
@@ -111,8 +112,10 @@ class GatewayPolicy:
 
     def __init__(self, policy: BreakerPolicy, *, canary_weight: float | None = None, leak_hour_s: float = 3600.0,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, planted_defect: str | None = None) -> None:
         self.p = policy
+        self.planted_defect = planted_defect  # chaos/stack/gateway/defects.py; None in every real use
+        self.restarts: dict[str, int] = {}    # replica -> restarts seen by the scraper
         self.canary_weight = policy.canary_weight if canary_weight is None else canary_weight
         self.leak_hour_s = leak_hour_s
         self.misroute_fraction = 0.0
@@ -199,6 +202,18 @@ class GatewayPolicy:
                 g.breaker.trip(f"leak: {replica} RSS +{rate:.1%}/h > {self.p.leak_rate_per_hour:.1%}/h")
             return rate
 
+    def replica_restarted(self, pool: str, replica: str) -> None:
+        """The scraper saw `replica` come back as a new process. The breakers keep their state: a
+        restart is no operator's decision, and a rolled-back canary stays rolled back."""
+        with self._lock:
+            self.restarts[replica] = self.restarts.get(replica, 0) + 1
+            if self.planted_defect == ROLLBACK_FORGOTTEN_ON_RESTART and any(
+                    g.breaker.state is not State.CLOSED for g in self.pools.values()):
+                for g in self.pools.values():  # the planted bug: "rebuild the pools", a rollback with them
+                    g.breaker.reset(f"replica {replica} restarted: pools rebuilt")
+                    if g.rollback is not None:
+                        g.rollback.clear()
+
     def tick(self) -> None:
         """Periodic work: let the rollback window age while the canary gets no traffic."""
         with self._lock:
@@ -246,6 +261,7 @@ class GatewayPolicy:
             trs = [{**asdict(t), "src": t.src.value, "dst": t.dst.value} for t in list(self.transitions)[-100:]]
             return {"pools": pools, "canary_weight": self.canary_weight, "release": self.release.to_json(),
                     "canary_share": self.effective_canary_share(), "misroute_fraction": self.misroute_fraction,
+                    "replica_restarts": dict(self.restarts),
                     "transitions": trs}
 
 
