@@ -133,3 +133,25 @@ def test_oom_text_and_normalization():
     out = normalize_body(body.encode())
     assert "AB1" in out.decode() and "fi" in out.decode() and "\U0001f600" in out.decode()
     assert normalize_body(b"not json") == b"not json"
+
+
+@pytest.mark.parametrize("defect", [None, "rollback-forgotten-on-restart"])
+def test_a_rollback_just_after_a_restart_is_kept_unless_the_defect_is_planted(defect):
+    clock = Clock()
+    p = BreakerPolicy(window_s=10, min_calls=50, open_wait_s=3, half_open_calls=5, canary_weight=0.2)
+    g = GatewayPolicy(p, clock=clock, wall=clock, rng=random.Random(7), planted_defect=defect)
+    g.replica_restarted(CANARY, "replica-c")
+    for i in range(60):  # 10 % errors on the canary, a second after its restart
+        clock.t = 1 + i * 0.01
+        g.record(CANARY, i % 10 != 0, 0.01)
+    left = [(t.src.value, t.dst.value, t.reason) for t in g.transitions if t.src is State.FORCED_OPEN]
+    if defect:
+        assert g.state(CANARY) is State.CLOSED and left == [("forced_open", "closed", "replica replica-c restarted: pools rebuilt")]
+    else:
+        assert g.state(CANARY) is State.FORCED_OPEN and not left
+    clock.t = 30  # a window later a rollback stands, even with the defect
+    g.reset()
+    for i in range(60):
+        clock.t = 30 + i * 0.01
+        g.record(CANARY, i % 10 != 0, 0.01)
+    assert g.state(CANARY) is State.FORCED_OPEN

@@ -111,7 +111,7 @@ def test_a_replica_restart_keeps_a_rollback_unless_the_defect_is_planted(monkeyp
             async with serve(settings(reps, scrape_interval_s=0.05)) as gw, aiohttp.ClientSession() as s:
                 await asyncio.sleep(0.2)
                 assert (await admin(s, gw, "/admin/force", {"pool": "canary", "state": "forced_open"}))[0] == 200
-                sup.started += 30.0  # the stable replica came back as a new process
+                sup.started += 30.0  # the stable replica came back as a new process, a moment after the rollback
                 await asyncio.sleep(0.3)
                 _, state = await admin(s, gw, "/admin/state")
         assert state["replica_restarts"] == {"s": 1}

@@ -3,12 +3,11 @@ can be shown to find a bug nobody scripted (issue 18). Never on unless asked for
 environment variable CHAOS_PLANTED_DEFECT of the gateway's process; the gateway logs it at start.
 
 rollback-forgotten-on-restart
-    When a replica restarts (its process_start_time_seconds changes) while any breaker is tripped
-    (open, half-open or rolled back), the gateway "rebuilds its pools" and starts every breaker
-    afresh. Meant to give a restarted replica a clean slate, it also ends a forced rollback, which
-    only an operator reset may end: a rolled-back canary gets traffic again. It takes two things at
-    once, a rollback and a restart of any replica while it holds, which no single-fault scenario of
-    the suites does.
+    A "fresh start" for restarted replicas, gone wrong: when a replica restarts (its
+    process_start_time_seconds changes) within one breaker window of a forced rollback, in either
+    order, the gateway takes the rollback for the old process's doing and rebuilds its pools, every
+    breaker closed. A rollback ends only by an operator reset; here a restart ends it, and the
+    rolled-back canary gets traffic again. No suite scenario restarts a replica around a rollback.
 """
 from __future__ import annotations
 

@@ -116,6 +116,7 @@ class GatewayPolicy:
         self.p = policy
         self.planted_defect = planted_defect  # chaos/stack/gateway/defects.py; None in every real use
         self.restarts: dict[str, int] = {}    # replica -> restarts seen by the scraper
+        self._restarted_at: tuple[float, str] | None = None
         self.canary_weight = policy.canary_weight if canary_weight is None else canary_weight
         self.leak_hour_s = leak_hour_s
         self.misroute_fraction = 0.0
@@ -188,7 +189,8 @@ class GatewayPolicy:
     def _check_rollback(self, g: PoolGuard, now: float) -> None:
         st = g.rollback.stats(now)  # type: ignore[union-attr]
         if st.calls >= self.p.min_calls and st.error_rate >= self.p.rollback_error_rate:
-            g.breaker.force_open(f"rollback: error rate {st.error_rate:.4f} >= {self.p.rollback_error_rate}")
+            if g.breaker.force_open(f"rollback: error rate {st.error_rate:.4f} >= {self.p.rollback_error_rate}"):
+                self._planted_fresh_start(now)
 
     def observe_rss(self, pool: str, replica: str, rss_bytes: float) -> float | None:
         """Feed one RSS scrape of a replica; trips its pool on a leak trend. Returns the rate."""
@@ -207,12 +209,20 @@ class GatewayPolicy:
         restart is no operator's decision, and a rolled-back canary stays rolled back."""
         with self._lock:
             self.restarts[replica] = self.restarts.get(replica, 0) + 1
-            if self.planted_defect == ROLLBACK_FORGOTTEN_ON_RESTART and any(
-                    g.breaker.state is not State.CLOSED for g in self.pools.values()):
-                for g in self.pools.values():  # the planted bug: "rebuild the pools", a rollback with them
-                    g.breaker.reset(f"replica {replica} restarted: pools rebuilt")
-                    if g.rollback is not None:
-                        g.rollback.clear()
+            self._restarted_at = (self.clock(), replica)
+            self._planted_fresh_start(self.clock())
+
+    def _planted_fresh_start(self, now: float) -> None:
+        """The planted defect (defects.py), off unless named: within a window of a replica's restart,
+        in either order, a rollback is taken for the old process's doing and every pool starts afresh."""
+        if self.planted_defect != ROLLBACK_FORGOTTEN_ON_RESTART or self._restarted_at is None:
+            return
+        at, replica = self._restarted_at
+        if now - at <= self.p.window_s and any(g.breaker.state is State.FORCED_OPEN for g in self.pools.values()):
+            for g in self.pools.values():
+                g.breaker.reset(f"replica {replica} restarted: pools rebuilt")
+                if g.rollback is not None:
+                    g.rollback.clear()
 
     def tick(self) -> None:
         """Periodic work: let the rollback window age while the canary gets no traffic."""
