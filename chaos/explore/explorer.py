@@ -24,6 +24,7 @@ from chaos.verify.verdict import Verdict
 
 STEADY_S = 3.0   # load before the first fault
 DRAIN_S = 5.0    # after the heal: the clients' last retries land before the history is judged
+SHRINK_CONFIRM = 2  # a smaller schedule is taken when it fails this many replays in a row (shrink.py)
 
 
 @dataclass
@@ -164,7 +165,7 @@ class Explorer:
                 return False  # no time left for this replay: keep what we have
             return self.run_one(candidate, keep=False).broken_check() == check
 
-        shrunk = shrink(out.schedule, still_fails, max_runs=max_runs)
+        shrunk = shrink(out.schedule, still_fails, max_runs=max_runs, confirm=SHRINK_CONFIRM)
         for step in shrunk.steps:
             say(f"    shrunk: {step}")
         if shrunk.schedule != out.schedule:

@@ -20,7 +20,9 @@ from typing import Any
 
 from chaos.explore.schedule import Schedule, draw_fault, menu_for
 
-FOLLOW_UPS = 4      # follow-ups per new move, at most
+FOLLOW_UPS = 3      # follow-ups per new move, at most
+# which leads are followed first: the rarer the state a move entered, the more it is worth
+DEPTH = {"forced_open": 3, "half_open": 2, "open": 2, "closed": 1}
 AFTER_MOVE_S = (0.5, 6.0)  # a follow-up's fault starts this long after the move
 
 
@@ -36,7 +38,8 @@ class Lead:
 
 @dataclass
 class Guide:
-    """The moves seen so far and the leads still open (newest first: the deepest find is followed first)."""
+    """The moves seen so far and the leads still open: the deepest state first (a rollback before a trip
+    before a recovery), the newest first among equals."""
 
     env: Any
     seed: int
@@ -54,6 +57,7 @@ class Guide:
             new.append(move)
             if at + AFTER_MOVE_S[0] < schedule.horizon_s:
                 self.leads.insert(0, Lead(schedule, move, at))
+        self.leads.sort(key=lambda lead: -DEPTH.get(lead.move.rsplit("->", 1)[-1], 0))  # stable: newest first
         return new
 
     def follow_up(self) -> tuple[Schedule, str] | None:

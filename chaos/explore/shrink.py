@@ -3,7 +3,12 @@ testing shrinks a failing input: drop a fault, halve a duration, move a start ea
 parameter (the fault's default takes over). Each candidate is replayed; the first that still breaks
 the same verdict row becomes the schedule, and the search starts again from it, until no candidate
 fails or the run budget is spent. Greedy, so the result is a local minimum: no single step makes it
-smaller and still failing."""
+smaller and still failing.
+
+A real stack is not deterministic: a candidate that fails once may pass the next time (a canary
+restart rolls the canary back only when enough of its calls fail in the window). With `confirm` > 1
+a candidate is taken only when it fails that many replays in a row, so that the schedule kept is one
+that fails when replayed, not one that failed once."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -48,8 +53,9 @@ class Shrunk:
     steps: list[str] = field(default_factory=list)
 
 
-def shrink(s: Schedule, still_fails: Callable[[Schedule], bool], *, max_runs: int = 12) -> Shrunk:
-    """The smallest schedule reached within `max_runs` replays for which `still_fails` holds."""
+def shrink(s: Schedule, still_fails: Callable[[Schedule], bool], *, max_runs: int = 12, confirm: int = 1) -> Shrunk:
+    """The smallest schedule reached within `max_runs` replays for which `still_fails` holds
+    (`confirm` times in a row)."""
     out = Shrunk(s)
     progress = True
     while progress and out.runs < max_runs:
@@ -57,8 +63,13 @@ def shrink(s: Schedule, still_fails: Callable[[Schedule], bool], *, max_runs: in
         for c in candidates(out.schedule):
             if out.runs >= max_runs:
                 break
-            out.runs += 1
-            if still_fails(c):
+            fails = 0
+            while fails < confirm and out.runs < max_runs:
+                out.runs += 1
+                if not still_fails(c):
+                    break
+                fails += 1
+            if fails == confirm:
                 out.steps.append(f"{len(out.schedule.faults)} -> {len(c.faults)} faults: "
                                  + "; ".join(f.describe() for f in c.faults))
                 out.schedule = c

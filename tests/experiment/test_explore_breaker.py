@@ -77,7 +77,7 @@ def test_a_new_move_leads_to_follow_ups_that_add_one_fault_just_after_it():
         extra = next(f for f in child.faults if f not in _parent().faults)
         assert 12.5 <= extra.start_s <= 18.0 and extra.end_s <= child.horizon_s
     nxt, why = g.follow_up()
-    assert "canary:closed->open at +5.0s" in why  # the newest lead first, then the older one
+    assert "canary:closed->open at +5.0s" in why  # the rollback lead first (deeper), then the trip
     again = Guide(ENV, 1, allow_destructive=False)
     again.learn(_parent(), [("canary:closed->open", 5.0), ("canary:closed->forced_open", 12.0)])
     assert [again.follow_up()[0].key() for _ in range(FOLLOW_UPS)] == [c.key() for c, _ in kids]

@@ -36,3 +36,26 @@ def test_the_run_budget_bounds_the_replays():
 def test_a_schedule_that_no_longer_fails_stays_as_it_was():
     out = shrink(BIG, lambda s: False, max_runs=100)
     assert out.schedule == BIG and out.steps == [] and out.runs == len(list(candidates(BIG)))
+
+
+def test_with_confirm_a_candidate_that_fails_only_once_is_not_taken():
+    from chaos.explore.schedule import Schedule, ScheduledFault
+    from chaos.explore.shrink import shrink
+
+    s = Schedule(horizon_s=30, faults=[
+        ScheduledFault(kind="http-error", target="replica-c", start_s=0, duration_s=0.5, fraction=0.1),
+        ScheduledFault(kind="restart", target="replica-a", start_s=0, duration_s=0)])
+    flaky = {"n": 0}
+
+    def still_fails(c: Schedule) -> bool:
+        if len(c.faults) == 2:
+            return True
+        if c.faults[0].kind == "restart":  # the restart alone fails every other replay
+            flaky["n"] += 1
+            return flaky["n"] % 2 == 1
+        return False
+
+    assert len(shrink(s, still_fails, max_runs=6).schedule.faults) == 1  # one failure was enough
+    flaky["n"] = 0
+    out = shrink(s, still_fails, max_runs=6, confirm=2)
+    assert [f.kind for f in out.schedule.faults] == ["http-error", "restart"] and out.runs == 6
