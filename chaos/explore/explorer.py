@@ -15,7 +15,7 @@ from chaos.experiment import events as ev
 from chaos.experiment.method import Method, StopAsked
 from chaos.experiment.stop import StopSwitch
 from chaos.explore.guide import Guide, moves_of
-from chaos.explore.check import FORCED_OPEN, breaker_verdict, history_verdicts, served_again
+from chaos.explore.check import CLOSED, FORCED_OPEN, breaker_verdict, history_verdicts, served_again
 from chaos.explore.run import walk
 from chaos.explore.schedule import Schedule, ScheduledFault, generate
 from chaos.explore.shrink import shrink
@@ -141,19 +141,16 @@ class Explorer:
         took: dict[str, float | None] = {}
         while True:
             pools = self.gateway_state().get("pools", {})
-            open_now = [n for n, p in pools.items() if p.get("state") not in ("closed", FORCED_OPEN)]
+            open_now = [n for n, p in pools.items() if p.get("state") not in (CLOSED, FORCED_OPEN)]
             for n, p in pools.items():
-                if p.get("state") == "closed":
+                if p.get("state") == CLOSED:
                     took.setdefault(n, m.clock() - t_healed)
                 else:  # tripped again: it has not healed yet
                     took.pop(n, None)
             if not open_now or m.clock() - t_healed > limit:
                 break
             m.wait(0.5)
-        for n, p in pools.items():
-            if p.get("state") != FORCED_OPEN:
-                took.setdefault(n, None)
-        return {n: t for n, t in took.items() if pools.get(n, {}).get("state") != FORCED_OPEN}
+        return {n: took.get(n) for n, p in pools.items() if p.get("state") != FORCED_OPEN}
 
     def shrink(self, out: Outcome, *, max_runs: int, deadline: float, clock: Callable[[], float],
                say: Callable[[str], None]) -> Outcome:

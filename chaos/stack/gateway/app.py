@@ -23,8 +23,8 @@ SETTINGS = web.AppKey("settings", object)
 POLICY = web.AppKey("policy", GatewayPolicy)
 PROXY = web.AppKey("proxy", Proxy)
 METRICS = web.AppKey("metrics", GatewayMetrics)
-_RSS = re.compile(rb"^process_resident_memory_bytes(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M)
-_STARTED = re.compile(rb"^process_start_time_seconds(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M)
+_RSS = rb"process_resident_memory_bytes"
+_STARTED = rb"process_start_time_seconds"
 
 
 @dataclass
@@ -61,16 +61,21 @@ class GatewaySettings:
         return max(0.5, min(5.0, self.policy.leak_window_s / 10))
 
 
+def _gauge(text: bytes, name: bytes) -> float | None:
+    """One unlabelled-or-labelled sample of `name` from a Prometheus text page, None when absent (a
+    regex, not the full parser: vLLM's page is large and the scraper reads it every few seconds)."""
+    m = re.search(rb"^" + name + rb"(?:\{[^}]*\})?\s+([0-9.eE+-]+)", text, re.M)
+    return float(m.group(1)) if m else None
+
+
 def parse_rss(text: bytes) -> float | None:
     """process_resident_memory_bytes from a Prometheus text page, None when absent."""
-    m = _RSS.search(text)
-    return float(m.group(1)) if m else None
+    return _gauge(text, _RSS)
 
 
 def parse_started(text: bytes) -> float | None:
     """process_start_time_seconds from a Prometheus text page (a restart changes it), None when absent."""
-    m = _STARTED.search(text)
-    return float(m.group(1)) if m else None
+    return _gauge(text, _STARTED)
 
 
 async def _background(app: web.Application) -> None:
