@@ -21,6 +21,7 @@ from chaos.errors import LoadError
 from chaos.load.config import ENV_CONFIG, LoadConfig
 from chaos.load.placement import RecordStream, free_port, job_line, worker_placement
 from chaos.load.records import RequestRecord
+from chaos.targets import _proc
 
 if TYPE_CHECKING:
     from chaos.load.stats import LoadStats
@@ -104,7 +105,8 @@ class LoadHandle:
         env = dict(os.environ, **{ENV_CONFIG: str(self.out_dir / "load-config.json")})
         env.pop("CHAOS_LOAD_OUT_DIR", None)
         cmd = [*(prefix or []), sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--loglevel", "WARNING", *args]
-        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env,
+                             process_group=_proc.STACK_PROCESS_GROUP,  # the load shares the stack's scheduling group
                              preexec_fn=_sigint_default)
         self.procs.append(p)
         self.names.append(name)

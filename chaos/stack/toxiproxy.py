@@ -69,7 +69,8 @@ class ToxiproxyServer:
             self._log = open(self.log_path, "ab")
         out = self._log if self._log else subprocess.DEVNULL
         self.proc = subprocess.Popen([binary, "-host", self.host, "-port", str(self.port)],
-                                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                                     stdout=out, stderr=subprocess.STDOUT,
+                                     process_group=_proc.STACK_PROCESS_GROUP)  # see there: one scheduling group
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -10,6 +10,20 @@ if TYPE_CHECKING:
     import subprocess
 
 
+# Popen's process_group for a process of the stack (replica, gateway, proxy, load generator): a process
+# group of its own, so that it is signalled and killed as one (killpg) and a Ctrl-C at the terminal
+# does not reach it, but inside the harness's session rather than a new one (setsid). Why not a new
+# session: with CONFIG_SCHED_AUTOGROUP (Linux's default) every session is its own scheduling group,
+# and CPU is shared between groups first. A TP 2 vLLM replica's API server, engine and two ranks then
+# got ONE process's share between the gateway's, each proxy's and Locust's, while each of its
+# all-reduces needs both ranks on a core at once: on 2 cores an engine step outlasted vLLM's
+# 20 s execute-model timeout under the load suite's 4 users, and the engine died (docs/vllm-fidelity.md).
+# In one group the scheduler is fair per process, as on a server without autogroups.
+# The kernel's orphaned-process-group rule now applies: when the harness dies, a group of the stack
+# with a stopped member (a frozen rank) gets SIGHUP and SIGCONT from the kernel.
+STACK_PROCESS_GROUP = 0  # Popen(process_group=...): a new group led by the child
+
+
 def proc_stat(pid: int) -> tuple[str, int, int] | None:
     """(state letter, pgrp, starttime ticks) of pid, or None if it does not exist."""
     try:

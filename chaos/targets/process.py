@@ -22,7 +22,7 @@ def _unblock_signals() -> None:
 
 
 def lower_priority(nice: int) -> None:
-    """Run the calling process (just after setsid) at `nice`, in its session's autogroup too.
+    """Run the calling process (just after setsid: a session of its own) at `nice`, in its session's autogroup too.
 
     With CONFIG_SCHED_AUTOGROUP on (Linux's default, and this machine's), setsid() puts the process
     in a new autogroup, and the scheduler shares CPU between autogroups first: a plain `nice -n 5`
@@ -66,8 +66,13 @@ class ProcessTarget:
         return f"ProcessTarget({self.name!r}, pid={self.pid()})"
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def _preexec(self) -> None:  # in the child, after setsid()
+    def _preexec(self) -> None:  # in the child, after setsid() or setpgid()
         _unblock_signals()
+        # nohup'd: a target's life is the harness's business (teardown, chaos cleanup). In the harness's
+        # session, a SIGKILLed harness orphans the target's process group, and the kernel sends a group
+        # with a stopped member (a frozen rank) SIGHUP and SIGCONT: ignored, the SIGHUP no longer kills
+        # the replica, and the SIGCONT thaws the rank, as a revert would
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
         if self.nice:
             lower_priority(self.nice)
 
@@ -76,9 +81,12 @@ class ProcessTarget:
         if self._log is None:
             self._log = open(self.log_path, "ab")
         try:
+            # a niced target needs an autogroup of its own for its nice to weigh (lower_priority); every
+            # other one shares the harness's scheduling group (_proc.STACK_PROCESS_GROUP says why)
+            own_session = bool(self.nice)
             proc = subprocess.Popen(self.command, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env={**os.environ, **self.env}, start_new_session=True,
-                                    preexec_fn=self._preexec)
+                                    env={**os.environ, **self.env}, preexec_fn=self._preexec, start_new_session=own_session,
+                                    process_group=None if own_session else _proc.STACK_PROCESS_GROUP)
         except OSError as e:
             raise TargetError(f"cannot start {self.command[0]!r}: {e}", target=self.name) from None
         self._proc = proc

@@ -71,8 +71,10 @@ def test_sigkill_mid_fault_is_put_right_by_chaos_cleanup(run: dict[str, Any], tm
     proc.send_signal(signal.SIGKILL)  # the harness process only; its stack lives on in other sessions
     assert proc.wait(10) == -signal.SIGKILL
 
-    # the damage really is left behind: the rank is still stopped, the toxic still listed, the stack orphaned
-    assert proc_state(info["frozen_pid"]) == "T"
+    # the damage really is left behind: the toxic still listed, the stack orphaned. The rank is not left
+    # stopped: the stack shares the harness's session, so its death orphaned the rank's process group,
+    # and the kernel sent that group SIGHUP (ignored by targets) and SIGCONT (POSIX job control)
+    assert proc_state(info["frozen_pid"]) in ("R", "S"), f"frozen rank is {proc_state(info['frozen_pid'])}"
     assert {t["name"] for t in toxi.toxics("client")} >= set(info["toxics"])
     orphans = stack_processes(run["marker"], run["ports"])
     assert set(info["pids"].values()) <= set(orphans), f"pidfile pids {info['pids']} vs live {orphans}"

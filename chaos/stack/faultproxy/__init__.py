@@ -109,7 +109,7 @@ class FaultProxyServer:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log = open(self.log_path, "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(self.command(), stdout=self._log or subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                                     env=env, start_new_session=True)
+                                     env=env, process_group=_proc.STACK_PROCESS_GROUP)  # see there: one scheduling group
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
