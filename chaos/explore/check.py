@@ -36,6 +36,9 @@ def served_again(env: Any, urls: dict[str, str], t_healed: float, *,
         got = took.get(name)
         v.add(f"{name}.first_completion_s", env.slas.recovery_s, None if got is None else round(got, 3),
               got is not None and got <= env.slas.recovery_s, "a real completion after every fault was reverted")
+    # when the faults' effects were gone too: a restart is reverted when injected, but its replica
+    # serves again only after a cold start (seconds on the simulator, 60-165 s for real vLLM here)
+    v.data = {"t_served": t_healed + max(took.values(), default=0.0) if not pending else None}
     return v
 
 
@@ -62,7 +65,9 @@ def breaker_verdict(env: Any, records: Sequence[RequestRecord], transitions: Seq
       and no request reaches it from `reaction_allowance_s` + 1 s after it (the routing decision of
       a request already on its way) until the end of the run;
     - every pool not rolled back at the heal is closed again within the degrade allowance (window +
-      8 open waits + reaction allowance) of it (`healed_after_s`: pool -> seconds, None for never)."""
+      8 open waits + reaction allowance) of it (`healed_after_s`: pool -> seconds, None for never),
+      the heal being the moment every replica served again (a breaker cannot close on a replica
+      still in its cold start: half-open probes need it to answer)."""
     p = env.breaker
     v = Verdict("breaker rules over the history")
     grace = p.reaction_allowance_s + 1.0
@@ -83,5 +88,6 @@ def breaker_verdict(env: Any, records: Sequence[RequestRecord], transitions: Seq
     limit = degrade_recovery_s(p)
     for pool, took in sorted(healed_after_s.items()):
         v.add(f"{pool}.closed_after_heal_s", limit, None if took is None else round(took, 1),
-              took is not None and took <= limit, "every trip that was no rollback heals once the faults are gone")
+              took is not None and took <= limit,
+              "every trip that was no rollback heals once the faults are gone and every replica served again")
     return v

@@ -99,13 +99,14 @@ class Explorer:
             errors = run.errors
             with m.phase("heal and check"):
                 assert run.t_healed is not None
-                verdicts.append(served_again(self.env, self.urls(), run.t_healed, probe=self.probe, clock=m.clock,
-                                             sleep=m.wait))
+                served = served_again(self.env, self.urls(), run.t_healed, probe=self.probe, clock=m.clock,
+                                      sleep=m.wait)
+                verdicts.append(served)
                 m.wait(DRAIN_S)
             healed: dict[str, float | None] = {}
             if self.gateway_state is not None:
-                with m.phase("breakers heal"):
-                    healed = self.breakers_healed(m, run.t_healed)
+                with m.phase("breakers heal"):  # timed from when every replica served again
+                    healed = self.breakers_healed(m, served.data.get("t_served") or run.t_healed)
         finally:
             t_end = m.clock()
             records = list(load.stop().records)
@@ -134,8 +135,9 @@ class Explorer:
             m.publish(ev.Noted, what=f"operator reset of the gateway's breakers: {why}")
 
     def breakers_healed(self, m: Method, t_healed: float) -> dict[str, float | None]:
-        """Seconds from the heal until each pool not rolled back is closed (None: not within the
-        degrade allowance); the load goes on meanwhile, so that half-open probes have traffic."""
+        """Seconds from the heal (every fault reverted and every replica serving again) until each pool
+        not rolled back is closed (None: not within the degrade allowance); the load goes on meanwhile,
+        so that half-open probes have traffic."""
         assert self.gateway_state is not None
         limit = degrade_recovery_s(self.env.breaker)
         took: dict[str, float | None] = {}

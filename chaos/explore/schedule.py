@@ -135,15 +135,22 @@ def _stable(env: Any, name: str | None) -> bool:
     return any(t.name == name and t.pool == "stable" for t in env.targets)
 
 
+def _down_s(f: ScheduledFault, env: Any) -> float:
+    """How long a destructive fault keeps its replica down: its duration, and at least its restart.
+    The simulator restarts in a few seconds; any other server (real vLLM: 60-165 s here) is given its
+    environment's cold start, or two restarts 7 s apart put both stable replicas down at once."""
+    backend = next((t.backend for t in env.targets if t.name == f.target), "other")
+    return max(f.duration_s, 5.0 if backend == "simulator" else float(env.slas.cold_start_s))
+
+
 def _clashes(f: ScheduledFault, chosen: list[ScheduledFault], env: Any) -> bool:
     """True when `f` would put a second stable replica down while another is (the blast radius)."""
     if f.kind not in DESTRUCTIVE or not _stable(env, f.target):
         return False
-    hold = max(f.duration_s, 5.0)  # an instant fault's replica is down for its restart, a few seconds at least
+    hold = _down_s(f, env)
     for g in chosen:
         if g.kind in DESTRUCTIVE and _stable(env, g.target) and g.target != f.target:
-            g_hold = max(g.duration_s, 5.0)
-            if f.start_s < g.start_s + g_hold and g.start_s < f.start_s + hold:
+            if f.start_s < g.start_s + _down_s(g, env) and g.start_s < f.start_s + hold:
                 return True
     return False
 

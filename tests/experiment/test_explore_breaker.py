@@ -120,3 +120,52 @@ def test_the_explorer_judges_the_breaker_from_the_gateways_transitions(tmp_path:
         ScheduledFault(kind="restart", target="replica-a", start_s=0.1, duration_s=0)]))
     assert out.broken().startswith("breaker rules over the history: canary.rollback_held")
     assert resets == [1] and [m for m, _ in out.moves] == ["canary:closed->forced_open", "canary:forced_open->closed"]
+
+
+def _cold_start_explorer(tmp_path: Path, monkeypatch, *, closed_after_served_s: float) -> Explorer:
+    """A restart whose replica serves again 1 s after the revert (a cold start), and a stable breaker
+    that closes `closed_after_served_s` after that; the degrade allowance is 0.6 s."""
+    import time
+
+    import chaos.explore.explorer as mod
+
+    monkeypatch.setattr(mod, "STEADY_S", 0.0)
+    monkeypatch.setattr(mod, "DRAIN_S", 0.0)
+    env = ENV.model_copy(update={
+        "slas": ENV.slas.model_copy(update={"recovery_s": 5.0}),
+        "breaker": ENV.breaker.model_copy(update={"window_s": 0.3, "open_wait_s": 0.0, "reaction_allowance_s": 0.3})})
+    t: dict[str, float] = {}
+
+    class Restart:
+        def __init__(self, f):
+            pass
+
+        def inject(self):
+            t["revert"] = time.time()
+
+        def revert(self, check=True):
+            pass
+
+    def probe(url):  # the replica is in its cold start for 1 s after the restart
+        return time.time() >= t["revert"] + 1.0
+
+    def gateway_state():
+        closed = "revert" in t and time.time() >= t["revert"] + 1.0 + closed_after_served_s
+        return {"pools": {"stable": {"state": "closed" if closed else "open"}}, "transitions": []}
+
+    def start_load(out_dir, seconds, seed):
+        recs = sends("stable", range(5))
+        return SimpleNamespace(stop=lambda: SimpleNamespace(records=recs, lost_workers=[]))
+
+    return Explorer(env, None, tmp_path, EventBus(), StopSwitch(), Restart, start_load, probe=probe,
+                    gateway_state=gateway_state, gateway_reset=lambda: None)
+
+
+def test_a_breaker_heals_from_when_the_replicas_serve_again_not_from_the_revert(tmp_path: Path, monkeypatch):
+    # real vLLM serves again 60-165 s after a restart's revert: the breaker's half-open probes need it
+    # to answer, so the degrade allowance starts then (measured from the revert it failed: 91.3 s > 41 s)
+    sched = Schedule(horizon_s=0.2, faults=[ScheduledFault(kind="restart", target="replica-a", start_s=0.0, duration_s=0)])
+    out = _cold_start_explorer(tmp_path, monkeypatch, closed_after_served_s=0.2).run_one(sched)
+    assert out.ok, out.broken()
+    late = _cold_start_explorer(tmp_path, monkeypatch, closed_after_served_s=1.5).run_one(sched)
+    assert late.broken().startswith("breaker rules over the history: stable.closed_after_heal_s"), late.broken()
