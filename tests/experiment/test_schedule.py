@@ -39,17 +39,14 @@ def test_on_real_vllm_a_restarted_replica_counts_as_down_for_its_cold_start():
     # simulator, would put both stable replicas of local-vllm down at once
     env = load("local-vllm", environ={})
     stable = {t.name for t in env.targets if t.pool == "stable"}
-    cold = env.slas.cold_start_s
-    pairs = 0
+    assert env.slas.cold_start_s > 40  # longer than the horizon: any two stable restarts would overlap
+    seen_destructive = 0
     for seed in range(200):
         s = generate(env, seed, max_faults=4, horizon_s=40)
-        down = [(f.target, f.start_s) for f in s.faults if f.kind in DESTRUCTIVE and f.target in stable]
-        for i, (t1, a1) in enumerate(down):
-            for t2, a2 in down[i + 1:]:
-                pairs += t1 != t2
-                assert t1 == t2, (seed, s.faults)  # both within one 40 s horizon: always inside a cold start
-    assert cold > 40 and pairs == 0
-    assert any(f.kind in DESTRUCTIVE for seed in range(200) for f in generate(env, seed, max_faults=4, horizon_s=40).faults)
+        down = {f.target for f in s.faults if f.kind in DESTRUCTIVE and f.target in stable}
+        seen_destructive += sum(f.kind in DESTRUCTIVE for f in s.faults)
+        assert len(down) <= 1, (seed, s.faults)
+    assert seen_destructive > 0  # the check above was exercised
 
 
 def test_no_jitter_on_a_rank_link():

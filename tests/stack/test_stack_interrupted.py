@@ -68,7 +68,7 @@ def test_sigkill_mid_fault_is_put_right_by_chaos_cleanup(run: dict[str, Any], tm
     assert proc_state(info["frozen_pid"]) == "T"
     assert {t["name"] for t in toxi.toxics("client")} >= set(info["toxics"])
 
-    proc.send_signal(signal.SIGKILL)  # the harness process only; its stack lives on in other sessions
+    proc.send_signal(signal.SIGKILL)  # the harness process only; its stack lives on, orphaned
     assert proc.wait(10) == -signal.SIGKILL
 
     # the damage really is left behind: the toxic still listed, the stack orphaned. The rank is not left
