@@ -17,6 +17,12 @@ their events keep the user-space clock.
 `install()` makes geventhttpclient's pools (FastHttpUser) create StampingSocket for plain TCP, so
 the header read is stamped too (a late client often reads the headers and the first token in one
 recv). TLS sockets are not stamped; callers keep their user-space clock for them.
+
+Each stamp is also kept for the greenlet that read it (`arrival`), not only on the socket: a
+client late enough to find a whole short response waiting completes the message in its header
+read, and geventhttpclient hands the socket back to its pool before the caller can ask it. That
+was exactly the late client the stamps are for (the instant simulator's 8-token answers, the
+client paused 50 ms: the first token was timed by the clock, 50-60 ms late).
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ import struct
 import sys
 from typing import TYPE_CHECKING, Any
 
+import gevent.local
 import gevent.socket
 
 if TYPE_CHECKING:
@@ -38,6 +45,8 @@ _TIMESPEC = struct.Struct("@ll")  # struct timespec: tv_sec, tv_nsec
 _ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
 _TS_SIZE, _SOL_SOCKET, _unpack = _TIMESPEC.size, socket.SOL_SOCKET, _TIMESPEC.unpack_from  # hot path
 SUPPORTED = SO_TIMESTAMPNS is not None and _ANC_SIZE > 0
+# per greenlet: a Locust user's request is sent and read in the user's own greenlet
+_read_by_greenlet = gevent.local.local()
 
 
 class StampingSocket(gevent.socket.socket):  # type: ignore[misc]  # gevent is untyped
@@ -57,7 +66,7 @@ class StampingSocket(gevent.socket.socket):  # type: ignore[misc]  # gevent is u
             level, kind, raw = anc[0]
             if kind == SO_TIMESTAMPNS and level == _SOL_SOCKET and len(raw) >= _TS_SIZE:
                 sec, nsec = _unpack(raw)
-                self.stamp = sec + nsec * 1e-9
+                self.stamp = _read_by_greenlet.stamp = sec + nsec * 1e-9
         return data
 
 
@@ -81,7 +90,8 @@ def install() -> bool:
     return True
 
 
-def arrival(sock: object, not_before: float) -> float | None:
-    """Wall-clock stamp of the last data read from `sock`, if it has one from after `not_before`."""
-    stamp = getattr(sock, "stamp", None)
+def arrival(not_before: float) -> float | None:
+    """Wall-clock stamp of the last data this greenlet read from a stamping socket, if that
+    stamp is from after `not_before` (older ones belong to an earlier request)."""
+    stamp: float | None = getattr(_read_by_greenlet, "stamp", None)
     return stamp if stamp is not None and stamp >= not_before else None

@@ -207,7 +207,6 @@ class LLMUser(FastHttpUser):
         meter = StreamMeter(t0)
         t_end = None
         sep = b"\n"
-        sock = raw._sock  # kept: the response drops it once the message is complete
         wall_minus_perf = rec.t_send - t0  # kernel stamps are wall clock; the meter runs on perf_counter
         try:
             while True:
@@ -215,7 +214,7 @@ class LLMUser(FastHttpUser):
                 if not line:
                     break
                 now = _perf()
-                stamp = kstamp.arrival(sock, not_before=rec.t_send)
+                stamp = kstamp.arrival(not_before=rec.t_send)
                 if stamp is not None and stamp - wall_minus_perf < now:
                     now = stamp - wall_minus_perf
                 if sep == b"\n" and line.startswith(b"data:") and not line.endswith(b"\r\n"):

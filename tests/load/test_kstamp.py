@@ -59,32 +59,66 @@ def test_merged_segments_carry_the_newest_stamp_and_stale_stamps_are_ignored():
         assert cli.recv(100) == b"ab"
         # TCP merged the unread segments: the stamp bounds both from above, never from below
         assert cli.stamp >= second - 0.005
-        assert kstamp.arrival(cli, not_before=cli.stamp + 1) is None
-        assert kstamp.arrival(cli, not_before=cli.stamp - 1) == cli.stamp
-        assert kstamp.arrival(object(), not_before=0.0) is None
+        assert kstamp.arrival(not_before=cli.stamp + 1) is None
+        assert kstamp.arrival(not_before=cli.stamp - 1) == cli.stamp
     finally:
         cli.close()
         srv.close()
 
 
-def test_install_stamps_a_pooled_http_client_against_the_simulator(monkeypatch, tmp_path):
-    """End to end: a client frozen for 200 ms before it reads still times the first token
-    within 2 ms of the simulator's log (which records when the chunk was written)."""
-    import sys
+def test_a_stamp_belongs_to_the_greenlet_that_read_it():
+    cli, srv = _pair()
+    other: list[float | None] = []
+    try:
+        srv.sendall(b"x")
+        time.sleep(0.01)
+        assert cli.recv(10) == b"x"
+        mine = kstamp.arrival(not_before=0.0)
+        assert mine is not None and mine == cli.stamp
+        gevent.spawn(lambda: other.append(kstamp.arrival(not_before=0.0))).join()
+        assert other == [None]  # a greenlet that read nothing has no stamp
+    finally:
+        cli.close()
+        srv.close()
 
+
+def _stamped_client(monkeypatch):
     from geventhttpclient import HTTPClient
     from geventhttpclient.connectionpool import ConnectionPool
-
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
-    from sim.conftest import Sim
 
     monkeypatch.setattr(ConnectionPool, "_create_tcp_socket", ConnectionPool._create_tcp_socket)
     monkeypatch.delenv("CHAOS_KERNEL_STAMPS", raising=False)
     assert kstamp.install()
+    return HTTPClient
+
+
+def _sim(*args):
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+    from sim.conftest import Sim
+
+    return Sim(*args)
+
+
+def _first_token(resp, sent):
+    """The arrival of the first data event and the clock at which it was read."""
+    while True:
+        line = resp.readline(b"\n")
+        if not line:
+            raise AssertionError("stream ended without a data event")
+        if line.startswith(b"data: {"):
+            return kstamp.arrival(not_before=sent), time.time()
+
+
+def test_install_stamps_a_pooled_http_client_against_the_simulator(monkeypatch, tmp_path):
+    """End to end: a client frozen for 200 ms before it reads still times the first token
+    within 2 ms of the simulator's log (which records when the chunk was written)."""
+    http_client = _stamped_client(monkeypatch)
     log = tmp_path / "requests.jsonl"
-    sim = Sim("--profile", "h200", "--request-log", str(log))
+    sim = _sim("--profile", "h200", "--request-log", str(log))
     try:
-        client = HTTPClient("127.0.0.1", sim.port)
+        client = http_client("127.0.0.1", sim.port)
         client.get("/health").read()  # a stamping socket is open: the kernel's stamps are on
         body = json.dumps({"prompt": "stamp me", "max_tokens": 3, "stream": True}).encode()
         sent = time.time()
@@ -93,14 +127,7 @@ def test_install_stamps_a_pooled_http_client_against_the_simulator(monkeypatch, 
         sock = resp._sock
         assert isinstance(sock, kstamp.StampingSocket)
         time.sleep(0.2)  # frozen: the whole stream arrives meanwhile
-        first = None
-        while True:
-            line = resp.readline(b"\n")
-            if not line:
-                break
-            if line.startswith(b"data: {") and first is None:
-                first = kstamp.arrival(sock, not_before=sent)
-                late = time.time()
+        first, late = _first_token(resp, sent)
         client.close()
     finally:
         sim.stop()
@@ -110,4 +137,38 @@ def test_install_stamps_a_pooled_http_client_against_the_simulator(monkeypatch, 
     assert late - truth["t_first_token"] > 0.15  # the user-space clock would be this late
     # 3 tokens of one request come one step apart: unread, they merge, so the stamp is the last
     # segment's; the error is bounded by the stream's own length, far below the 200 ms freeze
+    assert -0.002 < first - truth["t_first_token"] < 0.02, first - truth["t_first_token"]
+
+
+def test_a_client_late_for_the_headers_still_times_the_first_token(monkeypatch, tmp_path):
+    """The client is busy from its send until the whole short answer has arrived: its header read
+    completes the message and the pool takes the socket back before the caller could ask it.
+    The stamp is still there (it was the clock, 50-60 ms late, in the load suite's runs)."""
+    http_client = _stamped_client(monkeypatch)
+    sendall = kstamp.StampingSocket.sendall
+
+    def busy_after_send(self, data, *args):
+        sendall(self, data, *args)
+        if b"kstamp-2" in data:
+            time.sleep(0.2)  # blocks the process, not only this greenlet: the client is busy
+
+    monkeypatch.setattr(kstamp.StampingSocket, "sendall", busy_after_send)
+    log = tmp_path / "requests.jsonl"
+    sim = _sim("--profile", "instant", "--request-log", str(log))
+    try:
+        client = http_client("127.0.0.1", sim.port)
+        client.get("/health").read()  # a stamping socket is open: the kernel's stamps are on
+        body = json.dumps({"prompt": "stamp me", "max_tokens": 3, "stream": True}).encode()
+        sent = time.time()
+        resp = client.post("/v1/completions", body=body, headers={"content-type": "application/json",
+                                                                  "x-request-id": "kstamp-2"})
+        assert resp._sock is None  # the message completed in the header read: the socket is gone
+        first, late = _first_token(resp, sent)
+        client.close()
+    finally:
+        sim.stop()
+    truth = json.loads(log.read_text().splitlines()[0])
+    assert truth["request_id"] == "kstamp-2"
+    assert first is not None
+    assert late - truth["t_first_token"] > 0.15
     assert -0.002 < first - truth["t_first_token"] < 0.02, first - truth["t_first_token"]
