@@ -154,23 +154,21 @@ def diff(base: Path = typer.Argument(..., help="the stored baseline"),
 
 
 def _doc_verdict(base: dict[str, Any], new: dict[str, Any]) -> Any:
-    """Two records compared figure by figure, with the base's tolerance."""
+    """Two records compared figure by figure, with the base's tolerance (the rows of a live run's)."""
     from chaos.load.baseline import METRICS, QUANTILES
+    from chaos.verify.load import baseline_row
     from chaos.verify.verdict import Verdict
 
-    tol = base.get("tolerance", {})
-    rel, abs_s = float(tol.get("rel", 0.2)), float(tol.get("abs_s", 0.005))
     v = Verdict("baseline diff")
     for cls, was in sorted(base["classes"].items()):
         now = new["classes"].get(cls, {})
+        counted = (was.get("attempts"), now.get("attempts"))  # a class the other lacks: judged, a miss
         for m in METRICS:
             for q in QUANTILES:
                 b, n = (was.get(m) or {}).get(str(q)), (now.get(m) or {}).get(str(q))
-                if b is None:
-                    continue
-                limit = b * (1 + rel) + abs_s
-                v.add(f"{cls}.{m}_p{q}_vs_baseline", round(limit, 6), "miss" if n is None else round(n, 6),
-                      n is not None and n <= limit, f"baseline {b:.4f} s")
+                if b is not None:
+                    baseline_row(v, cls, m, q, was=b, now="miss" if n is None else round(n, 6),
+                                 attempts=counted, tolerance=base.get("tolerance", {}))
     return v
 
 

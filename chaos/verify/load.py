@@ -6,7 +6,9 @@
 - the error rate of what users got (final requests; a rejected request is an error) against the
   error budget, and the goodput share (requests meeting every SLO at once) against its floor;
 - against a stored baseline (chaos/load/baseline.py): every P50/P99 within `value <= base x (1 +
-  rel) + abs_s`, and throughput not below `base x (1 - rel)`;
+  rel) + abs_s`, and throughput not below `base / (1 + rel)` (a run may be 1 + rel times slower,
+  no more, whichever way it shows). A quantile is judged only where both runs hold enough of the
+  class's attempts to estimate it (`MIN_ATTEMPTS_FOR`); otherwise the row is shown, not judged;
 - the 32k class's own failure rate over attempts (the team's separate alert), and, for the burst of
   consecutive 32k requests, whether the last ones take longer than the first (latency drift).
 
@@ -27,6 +29,10 @@ from chaos.verify.verdict import Verdict
 MIN_REQUESTS = 10
 BURST_DRIFT_MAX = 1.5   # the last 10 of a burst may take at most 1.5x the first 10 (medians of E2E)
 BURST_EDGE = 10
+# the fewest attempts of a class a quantile is compared from. Below 100 a nearest-rank P99 is the
+# sample's maximum: one request's latency, so two healthy runs differ by whatever that one request
+# met (local-vllm's mix: about 25 requests a class, P99 2.2x apart between healthy runs, P50 1.4x)
+MIN_ATTEMPTS_FOR = {50: MIN_REQUESTS, 99: 100}
 
 
 def _shown(v: float | None, failed: int, n: int) -> Any:
@@ -70,28 +76,48 @@ def load_verdict(records: Sequence[RequestRecord], slas: SLAs, *, baseline: Mapp
     return v
 
 
+def baseline_row(v: Verdict, cls: str, metric: str, q: int, *, was: float, now: Any,
+                 attempts: tuple[int | None, int | None], tolerance: Mapping[str, Any]) -> None:
+    """One `<cls>.<metric>_p<q>_vs_baseline` row: `now` (seconds, or how it missed) against the
+    baseline's `was` with its tolerance. `attempts` = (the baseline's, the run's) for the class; a
+    count not recorded (version 1 files) is taken as enough."""
+    rel, abs_s = float(tolerance.get("rel", 0.2)), float(tolerance.get("abs_s", 0.005))
+    limit = was * (1 + rel) + abs_s
+    need = MIN_ATTEMPTS_FOR[q]
+    fewest = min((n for n in attempts if n is not None), default=need)
+    note = f"baseline {was:.4f} s, tolerance +{rel:.0%} +{abs_s * 1000:g} ms"
+    if fewest < need:
+        v.add(f"{cls}.{metric}_p{q}_vs_baseline", round(limit, 6), now, None,
+              f"{note}; {fewest} attempts, fewer than the {need} a P{q} is estimated from: not judged")
+        return
+    ok = None if now is None else (not isinstance(now, str) and now <= limit)
+    v.add(f"{cls}.{metric}_p{q}_vs_baseline", round(limit, 6), now, ok, note)
+
+
+def throughput_floor(was_tps: float, tolerance: Mapping[str, Any]) -> float:
+    return was_tps / (1 + float(tolerance.get("rel", 0.2)))
+
+
 def _baseline_rows(v: Verdict, f: Mapping[str, Any], by: Mapping[str, list[RequestRecord]],
                    baseline: Mapping[str, Any]) -> None:
     tol = baseline.get("tolerance", {})
-    rel, abs_s = float(tol.get("rel", 0.2)), float(tol.get("abs_s", 0.005))
     for cls, base in sorted(baseline.get("classes", {}).items()):
         recs = by.get(cls, [])
         failed = sum(1 for r in recs if not r.ok)
+        counted = (base.get("attempts"), len(recs))
         for metric in METRICS:
             for q in QUANTILES:
                 was = (base.get(metric) or {}).get(str(q))
-                if was is None:
-                    continue
-                now = nearest_rank(with_misses(recs, metric), q / 100)
-                limit = was * (1 + rel) + abs_s
-                v.add(f"{cls}.{metric}_p{q}_vs_baseline", round(limit, 6), _shown(now, failed, len(recs)),
-                      None if now is None else now <= limit,
-                      f"baseline {was:.4f} s, tolerance +{rel:.0%} +{abs_s * 1000:g} ms")
+                if was is not None:
+                    now = nearest_rank(with_misses(recs, metric), q / 100)
+                    baseline_row(v, cls, metric, q, was=was, now=_shown(now, failed, len(recs)),
+                                 attempts=counted, tolerance=tol)
         was_tps, now_tps = base.get("tokens_per_s"), (f["classes"].get(cls) or {}).get("tokens_per_s")
         if was_tps:
-            floor = was_tps * max(0.0, 1 - rel)
+            floor = throughput_floor(was_tps, tol)
             v.add(f"{cls}.tokens_per_s_vs_baseline", round(floor, 2), None if now_tps is None else round(now_tps, 2),
-                  None if now_tps is None else now_tps >= floor, f"baseline {was_tps:.1f} output tokens/s, -{rel:.0%}")
+                  None if now_tps is None else now_tps >= floor,
+                  f"baseline {was_tps:.1f} output tokens/s, / (1 + {float(tol.get('rel', 0.2)):g})")
 
 
 def regressed_classes(v: Verdict) -> list[str]:

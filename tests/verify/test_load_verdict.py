@@ -129,3 +129,52 @@ def test_the_degraded_floor_fails_below_its_tokens_or_above_its_p99():
     assert v.row("tokens_per_s").ok is False and v.row("e2e_p99_s").ok is False
     failing = clean("short", 97) + failed_then_retried("short", 2)
     assert degraded_floor_verdict(failing, floor).row("e2e_p99_s").measured == "miss (2 of 101 attempts failed)"
+
+
+def _baseline(tmp_path, records, rel=0.2):
+    env = type("E", (), {"name": "t", "source": str(tmp_path / "none.yaml"), "slas": SLA,
+                         "model_dump_json": lambda self: "{}"})()
+    return bl.read(bl.write(tmp_path / "b.json", bl.record(records, env=env, workload="mix", rel=rel, abs_s=0.0)))
+
+
+def test_a_p99_is_compared_only_from_enough_attempts_on_both_sides(tmp_path):
+    """Below 100 attempts a nearest-rank P99 is the sample's maximum: one request. Such a row is
+    shown, not judged; the class's P50 still is, and still fails on a regression."""
+    base = _baseline(tmp_path, clean("short", 200) + clean("xl", 50, e2e=3.0))
+    slower_tail = clean("short", 200) + clean("xl", 49, e2e=3.0) + clean("xl", 1, e2e=7.0, t0=900.0)
+    v = load_verdict(slower_tail, SLA, baseline=base)
+    row = v.row("xl.e2e_p99_vs_baseline")
+    assert row.ok is None and "50 attempts, fewer than the 100 a P99 is estimated from" in row.detail
+    assert row.measured == 7.0 and v.row("xl.e2e_p50_vs_baseline").ok is True
+    # the same tail in a class with enough attempts on both sides is judged, and fails
+    tail = clean("short", 195) + clean("short", 5, e2e=0.9, t0=900.0) + clean("xl", 50, e2e=3.0)
+    assert load_verdict(tail, SLA, baseline=base).row("short.e2e_p99_vs_baseline").ok is False
+    # a run with too few attempts is not judged against a baseline that had enough
+    few = load_verdict(clean("short", 60, e2e=0.9) + clean("xl", 50, e2e=3.0), SLA, baseline=base)
+    assert few.row("short.e2e_p99_vs_baseline").ok is None
+    assert few.row("short.e2e_p50_vs_baseline").ok is False
+    assert regressed_classes(few) == ["short"]
+
+
+def test_throughput_may_fall_by_the_same_factor_latency_may_grow(tmp_path):
+    """With rel = 1.0 a run may take twice as long; the throughput floor is half, not zero (a floor
+    of base x (1 - rel) could never fail)."""
+    base = _baseline(tmp_path, clean("short", 200), rel=1.0)
+    half = base["classes"]["short"]["tokens_per_s"] / 2
+    row = load_verdict(clean("short", 200), SLA, baseline=base).row("short.tokens_per_s_vs_baseline")
+    assert row.ok is True and row.limit == round(half, 2)
+    spread = [RequestRecord(f"s{i}", 1, 100.0 + i * 0.25, ttft=0.1, e2e=0.3, tpot=0.01, gaps=[0.01],
+                            output_tokens=16, prompt_class="short", outcome="succeeded") for i in range(200)]
+    slow = load_verdict(spread, SLA, baseline=base).row("short.tokens_per_s_vs_baseline")
+    assert slow.measured < half and slow.ok is False
+
+
+def test_a_baseline_diff_of_two_files_applies_the_same_rules(tmp_path):
+    from chaos.commands.baseline import _doc_verdict
+
+    base = _baseline(tmp_path, clean("short", 200) + clean("xl", 50, e2e=3.0))
+    other = dict(base, classes={"short": dict(base["classes"]["short"], e2e={"50": 0.5, "99": 0.5})})
+    v = _doc_verdict(base, other)
+    assert v.row("short.e2e_p50_vs_baseline").ok is False and v.row("short.e2e_p99_vs_baseline").ok is False
+    assert v.row("xl.e2e_p50_vs_baseline").ok is False  # the class is missing from the other file: a miss
+    assert v.row("xl.e2e_p99_vs_baseline").ok is None  # 50 attempts in the baseline: not judged
