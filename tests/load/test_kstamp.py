@@ -111,28 +111,38 @@ def _first_token(resp, sent):
             return kstamp.arrival(not_before=sent), time.time()
 
 
-def test_install_stamps_a_pooled_http_client_against_the_simulator(monkeypatch, tmp_path):
-    """End to end: a client frozen for 200 ms before it reads still times the first token
-    within 2 ms of the simulator's log (which records when the chunk was written)."""
+def _time_first_token(monkeypatch, tmp_path, profile, rid, after_post):
+    """One streamed completion from a simulator through a stamping pooled client; `after_post(resp)`
+    runs between the header read and the body's. Returns the first token's stamp, the clock when
+    it was read, and the simulator's log line for the request."""
     http_client = _stamped_client(monkeypatch)
     log = tmp_path / "requests.jsonl"
-    sim = _sim("--profile", "h200", "--request-log", str(log))
+    sim = _sim("--profile", profile, "--request-log", str(log))
     try:
         client = http_client("127.0.0.1", sim.port)
         client.get("/health").read()  # a stamping socket is open: the kernel's stamps are on
         body = json.dumps({"prompt": "stamp me", "max_tokens": 3, "stream": True}).encode()
         sent = time.time()
         resp = client.post("/v1/completions", body=body, headers={"content-type": "application/json",
-                                                                  "x-request-id": "kstamp-1"})
-        sock = resp._sock
-        assert isinstance(sock, kstamp.StampingSocket)
-        time.sleep(0.2)  # frozen: the whole stream arrives meanwhile
+                                                                  "x-request-id": rid})
+        after_post(resp)
         first, late = _first_token(resp, sent)
         client.close()
     finally:
         sim.stop()
     truth = json.loads(log.read_text().splitlines()[0])
-    assert truth["request_id"] == "kstamp-1"
+    assert truth["request_id"] == rid
+    return first, late, truth
+
+
+def test_install_stamps_a_pooled_http_client_against_the_simulator(monkeypatch, tmp_path):
+    """End to end: a client frozen for 200 ms before it reads still times the first token
+    within 2 ms of the simulator's log (which records when the chunk was written)."""
+    def frozen(resp):
+        assert isinstance(resp._sock, kstamp.StampingSocket)
+        time.sleep(0.2)  # frozen: the whole stream arrives meanwhile
+
+    first, late, truth = _time_first_token(monkeypatch, tmp_path, "h200", "kstamp-1", frozen)
     assert first is not None
     assert late - truth["t_first_token"] > 0.15  # the user-space clock would be this late
     # 3 tokens of one request come one step apart: unread, they merge, so the stamp is the last
@@ -144,7 +154,6 @@ def test_a_client_late_for_the_headers_still_times_the_first_token(monkeypatch, 
     """The client is busy from its send until the whole short answer has arrived: its header read
     completes the message and the pool takes the socket back before the caller could ask it.
     The stamp is still there (it was the clock, 50-60 ms late, in the load suite's runs)."""
-    http_client = _stamped_client(monkeypatch)
     sendall = kstamp.StampingSocket.sendall
 
     def busy_after_send(self, data, *args):
@@ -153,22 +162,11 @@ def test_a_client_late_for_the_headers_still_times_the_first_token(monkeypatch, 
             time.sleep(0.2)  # blocks the process, not only this greenlet: the client is busy
 
     monkeypatch.setattr(kstamp.StampingSocket, "sendall", busy_after_send)
-    log = tmp_path / "requests.jsonl"
-    sim = _sim("--profile", "instant", "--request-log", str(log))
-    try:
-        client = http_client("127.0.0.1", sim.port)
-        client.get("/health").read()  # a stamping socket is open: the kernel's stamps are on
-        body = json.dumps({"prompt": "stamp me", "max_tokens": 3, "stream": True}).encode()
-        sent = time.time()
-        resp = client.post("/v1/completions", body=body, headers={"content-type": "application/json",
-                                                                  "x-request-id": "kstamp-2"})
-        assert resp._sock is None  # the message completed in the header read: the socket is gone
-        first, late = _first_token(resp, sent)
-        client.close()
-    finally:
-        sim.stop()
-    truth = json.loads(log.read_text().splitlines()[0])
-    assert truth["request_id"] == "kstamp-2"
+
+    def socket_gone(resp):
+        assert resp._sock is None  # the message completed in the header read
+
+    first, late, truth = _time_first_token(monkeypatch, tmp_path, "instant", "kstamp-2", socket_gone)
     assert first is not None
     assert late - truth["t_first_token"] > 0.15
     assert -0.002 < first - truth["t_first_token"] < 0.02, first - truth["t_first_token"]
