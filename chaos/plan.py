@@ -135,13 +135,26 @@ def no_degraded_floor(env: Environment) -> str | None:
     return None if env.degraded_floor else f"environment {env.name} sets no degraded_floor"
 
 
+def missing_baselines(env: Environment) -> str | None:
+    """The load suite's regression check skips for a workload without a recorded baseline file."""
+    from chaos.load import baseline as bl
+
+    missing = [w for w in bl.WORKLOADS if (p := bl.path_for(env, w)) is None or not p.exists()]
+    if not missing:
+        return None
+    where = "the environment has no baseline_file" if not env.baseline_file else "no file"
+    return (f"the regression check skips for {', '.join(missing)} ({where}): "
+            "record one with `chaos baseline record`")
+
+
 @dataclass(frozen=True)
 class Entry:
     suite: str
     what: str
     destructive: bool
     needs: tuple[Callable[[Environment], str | None], ...] = ()
-    at_run_time: str = ""  # what is only known once the stack runs
+    # what is only known once the stack runs: a reason, or a question whose None means known now
+    at_run_time: str | Callable[[Environment], str | None] = ""
 
 
 ENTRIES = (  # destructive: as the suites mark their tests (refused on a protected environment)
@@ -166,8 +179,7 @@ ENTRIES = (  # destructive: as the suites mark their tests (refused on a protect
     Entry("regressions", "kept fault schedules (suites/regressions)", True, (no_local_standby,)),
     Entry("load", "degraded-mode floor (a standby with batching off)", False, (no_degraded_floor, no_local_standby)),
     Entry("load", "shared-prefix reuse, KV memory and TTFT", False),
-    Entry("load", "7:2:1 mix; 100 x xl burst", False, (),
-          "the regression check needs a recorded baseline (`chaos baseline record`)"),
+    Entry("load", "7:2:1 mix; 100 x xl burst", False, (), missing_baselines),
 )
 
 
@@ -189,8 +201,8 @@ def plan(env: Environment, *, allow_destructive: bool) -> list[Row]:
             rows.append(Row(e.suite, e.what, SKIP, why))
         elif e.destructive and env.safety.protected and not allow_destructive:
             rows.append(Row(e.suite, e.what, REFUSED, f"environment {env.name} is protected; pass --allow-destructive"))
-        elif e.at_run_time:
-            rows.append(Row(e.suite, e.what, AT_RUN_TIME, e.at_run_time))
+        elif (later := e.at_run_time(env) if callable(e.at_run_time) else e.at_run_time):
+            rows.append(Row(e.suite, e.what, AT_RUN_TIME, later))
         else:
             rows.append(Row(e.suite, e.what, RUN, ""))
     return rows

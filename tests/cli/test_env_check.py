@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from chaos.env import load, parse
-from chaos.plan import REFUSED, RUN, SKIP, client_proxy, plan
+from chaos.plan import AT_RUN_TIME, REFUSED, RUN, SKIP, client_proxy, plan
 from chaos.probe import probe
 from tests._support import free_port
 from tests.cli.test_cli import chaos
@@ -34,6 +34,8 @@ def test_plan_names_the_real_limits_of_local_vllm() -> None:
     assert _row(rows, "recovery", "NCCL rank freeze").verdict == RUN
     local = _rows(load("local", environ={}))
     assert all(r.verdict != SKIP for r in local.values()), [r for r in local.values() if r.verdict == SKIP]
+    # both have their load baselines committed: the regression check is known to run
+    assert _row(rows, "load", "7:2:1 mix").verdict == RUN and _row(local, "load", "7:2:1 mix").verdict == RUN
 
 
 def test_a_third_party_gateway_without_an_admin_api_is_judged_from_the_fault_proxies() -> None:
@@ -81,6 +83,8 @@ def test_plan_skips_say_what_is_missing_and_protected_refuses_destructive(tmp_pa
     assert _row(rows, "recovery", "NCCL rank freeze").verdict == SKIP  # TP 1: skipped before refused
     allowed = _rows(_env(tmp_path, protected="true"), allow=True)
     assert _row(allowed, "recovery", "GPU driver reset").verdict == RUN
+    load_row = _row(rows, "load", "7:2:1 mix")
+    assert load_row.verdict == AT_RUN_TIME and "mix-7-2-1, burst-100x32k" in load_row.reason
 
 
 def test_the_client_proxy_is_found_for_an_api_url_without_a_port(tmp_path) -> None:
