@@ -139,7 +139,7 @@ def missing_baselines(env: Environment) -> str | None:
     """The load suite's regression check skips for a workload without a recorded baseline file."""
     from chaos.load import baseline as bl
 
-    missing = [w for w in bl.WORKLOADS if (p := bl.path_for(env, w)) is None or not p.exists()]
+    missing = [w for w in bl.WORKLOADS if bl.missing(env, w)]  # the suite's own question
     if not missing:
         return None
     where = "the environment has no baseline_file" if not env.baseline_file else "no file"

@@ -65,6 +65,14 @@ def path_for(env: Any, workload: str) -> Path | None:
     return p.with_name(f"{p.stem}-{workload}{p.suffix}")
 
 
+def missing(env: Any, workload: str) -> str | None:
+    """Why a workload's regression check cannot run (its baseline file is not there), else None."""
+    p = path_for(env, workload)
+    if p is not None and p.exists():
+        return None
+    return f"no baseline for {workload} ({p or 'the environment has no baseline_file'})"
+
+
 def with_misses(records: Sequence[RequestRecord], metric: str) -> list[float]:
     """Every attempt's `metric`, sorted, a failed attempt as a miss (inf). A successful attempt with
     no value (the TPOT of a one-token answer) is left out; ITL takes every inter-token gap."""

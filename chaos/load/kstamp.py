@@ -18,11 +18,11 @@ their events keep the user-space clock.
 the header read is stamped too (a late client often reads the headers and the first token in one
 recv). TLS sockets are not stamped; callers keep their user-space clock for them.
 
-Each stamp is also kept for the greenlet that read it (`arrival`), not only on the socket: a
-client late enough to find a whole short response waiting completes the message in its header
-read, and geventhttpclient hands the socket back to its pool before the caller can ask it. That
-was exactly the late client the stamps are for (the instant simulator's 8-token answers, the
-client paused 50 ms: the first token was timed by the clock, 50-60 ms late).
+Each stamp is kept for the greenlet that read it (`arrival`), not on the socket: a client late
+enough to find a whole short response waiting completes the message in its header read, and
+geventhttpclient hands the socket back to its pool before the caller can ask it. That was exactly
+the late client the stamps are for (the instant simulator's 8-token answers, the client paused
+50 ms: the first token was timed by the clock, 50-60 ms late).
 """
 from __future__ import annotations
 
@@ -50,13 +50,11 @@ _read_by_greenlet = gevent.local.local()
 
 
 class StampingSocket(gevent.socket.socket):  # type: ignore[misc]  # gevent is untyped
-    """A gevent socket whose `recv` keeps the kernel's receive stamp of the data it returns."""
-
-    __slots__ = ("stamp",)
+    """A gevent socket whose `recv` keeps the kernel's receive stamp of the data it returns, for
+    the greenlet that read it (`arrival`): wall-clock seconds (CLOCK_REALTIME)."""
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
-        self.stamp: float | None = None  # wall-clock seconds (CLOCK_REALTIME) of the last recv's data
         self.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
 
     def recv(self, n: int, flags: int = 0) -> bytes:
@@ -66,7 +64,7 @@ class StampingSocket(gevent.socket.socket):  # type: ignore[misc]  # gevent is u
             level, kind, raw = anc[0]
             if kind == SO_TIMESTAMPNS and level == _SOL_SOCKET and len(raw) >= _TS_SIZE:
                 sec, nsec = _unpack(raw)
-                self.stamp = _read_by_greenlet.stamp = sec + nsec * 1e-9
+                _read_by_greenlet.stamp = sec + nsec * 1e-9
         return data
 
 

@@ -23,26 +23,28 @@ def _pair():
     lst.close()
     # the kernel switches stamping on a moment after the first socket asks (a deferred static key)
     for _ in range(100):
+        before = time.time()
         srv.sendall(b"w")
         cli.recv(10)
-        if cli.stamp is not None:
+        if kstamp.arrival(not_before=before) is not None:
             break
         time.sleep(0.01)
-    cli.stamp = None
     return cli, srv
 
 
 def test_stamp_is_the_arrival_not_the_read():
     cli, srv = _pair()
     try:
+        before = time.time()
         srv.sendall(b"first")
         sent = time.time()
         time.sleep(0.15)  # the reader is busy: the bytes wait in the socket
         assert cli.recv(100) == b"first"
         read = time.time()
-        assert cli.stamp is not None
-        assert abs(cli.stamp - sent) < 0.01, (cli.stamp - sent)
-        assert read - cli.stamp > 0.14
+        stamp = kstamp.arrival(not_before=before)  # this recv's, not the warm-up's
+        assert stamp is not None
+        assert abs(stamp - sent) < 0.01, (stamp - sent)
+        assert read - stamp > 0.14
     finally:
         cli.close()
         srv.close()
@@ -57,10 +59,11 @@ def test_merged_segments_carry_the_newest_stamp_and_stale_stamps_are_ignored():
         second = time.time()
         time.sleep(0.05)
         assert cli.recv(100) == b"ab"
+        stamp = kstamp.arrival(not_before=0.0)
         # TCP merged the unread segments: the stamp bounds both from above, never from below
-        assert cli.stamp >= second - 0.005
-        assert kstamp.arrival(not_before=cli.stamp + 1) is None
-        assert kstamp.arrival(not_before=cli.stamp - 1) == cli.stamp
+        assert stamp is not None and stamp >= second - 0.005
+        assert kstamp.arrival(not_before=stamp + 1) is None
+        assert kstamp.arrival(not_before=stamp - 1) == stamp
     finally:
         cli.close()
         srv.close()
@@ -70,35 +73,17 @@ def test_a_stamp_belongs_to_the_greenlet_that_read_it():
     cli, srv = _pair()
     other: list[float | None] = []
     try:
+        before = time.time()
         srv.sendall(b"x")
         time.sleep(0.01)
         assert cli.recv(10) == b"x"
-        mine = kstamp.arrival(not_before=0.0)
-        assert mine is not None and mine == cli.stamp
+        mine = kstamp.arrival(not_before=before)
+        assert mine is not None and mine <= time.time()
         gevent.spawn(lambda: other.append(kstamp.arrival(not_before=0.0))).join()
         assert other == [None]  # a greenlet that read nothing has no stamp
     finally:
         cli.close()
         srv.close()
-
-
-def _stamped_client(monkeypatch):
-    from geventhttpclient import HTTPClient
-    from geventhttpclient.connectionpool import ConnectionPool
-
-    monkeypatch.setattr(ConnectionPool, "_create_tcp_socket", ConnectionPool._create_tcp_socket)
-    monkeypatch.delenv("CHAOS_KERNEL_STAMPS", raising=False)
-    assert kstamp.install()
-    return HTTPClient
-
-
-def _sim(*args):
-    import sys
-
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
-    from sim.conftest import Sim
-
-    return Sim(*args)
 
 
 def _first_token(resp, sent):
@@ -115,11 +100,21 @@ def _time_first_token(monkeypatch, tmp_path, profile, rid, after_post):
     """One streamed completion from a simulator through a stamping pooled client; `after_post(resp)`
     runs between the header read and the body's. Returns the first token's stamp, the clock when
     it was read, and the simulator's log line for the request."""
-    http_client = _stamped_client(monkeypatch)
+    import sys
+
+    from geventhttpclient import HTTPClient
+    from geventhttpclient.connectionpool import ConnectionPool
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+    from sim.conftest import Sim
+
+    monkeypatch.setattr(ConnectionPool, "_create_tcp_socket", ConnectionPool._create_tcp_socket)
+    monkeypatch.delenv("CHAOS_KERNEL_STAMPS", raising=False)
+    assert kstamp.install()
     log = tmp_path / "requests.jsonl"
-    sim = _sim("--profile", profile, "--request-log", str(log))
+    sim = Sim("--profile", profile, "--request-log", str(log))
     try:
-        client = http_client("127.0.0.1", sim.port)
+        client = HTTPClient("127.0.0.1", sim.port)
         client.get("/health").read()  # a stamping socket is open: the kernel's stamps are on
         body = json.dumps({"prompt": "stamp me", "max_tokens": 3, "stream": True}).encode()
         sent = time.time()
