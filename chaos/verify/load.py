@@ -6,8 +6,7 @@
 - the error rate of what users got (final requests; a rejected request is an error) against the
   error budget, and the goodput share (requests meeting every SLO at once) against its floor;
 - against a stored baseline (chaos/load/baseline.py): every P50/P99 within `value <= base x (1 +
-  rel) + abs_s`, and throughput not below `base / (1 + rel)` (a run may be 1 + rel times slower,
-  no more, whichever way it shows). A quantile is judged only where both runs hold enough of the
+  rel) + abs_s`, and throughput not below `base x (1 - rel)`. A quantile is judged only where both runs hold enough of the
   class's attempts to estimate it (`MIN_ATTEMPTS_FOR`); otherwise the row is shown, not judged;
 - the 32k class's own failure rate over attempts (the team's separate alert), and, for the burst of
   consecutive 32k requests, whether the last ones take longer than the first (latency drift).
@@ -112,10 +111,9 @@ def _baseline_rows(v: Verdict, f: Mapping[str, Any], by: Mapping[str, list[Reque
                                  attempts=counted, tolerance=tol)
         was_tps, now_tps = base.get("tokens_per_s"), (f["classes"].get(cls) or {}).get("tokens_per_s")
         if was_tps:
-            floor = was_tps / (1 + rel)
+            floor = was_tps * max(0.0, 1 - rel)
             v.add(f"{cls}.tokens_per_s_vs_baseline", round(floor, 2), None if now_tps is None else round(now_tps, 2),
-                  None if now_tps is None else now_tps >= floor,
-                  f"baseline {was_tps:.1f} output tokens/s, / (1 + {rel:g})")
+                  None if now_tps is None else now_tps >= floor, f"baseline {was_tps:.1f} output tokens/s, -{rel:.0%}")
 
 
 def regressed_classes(v: Verdict) -> list[str]:
