@@ -7,6 +7,8 @@ from typing import Optional
 
 import typer
 
+from chaos.commands import OPTIONAL_ENV_OPTION
+
 from chaos.errors import ConfigError
 
 
@@ -16,7 +18,7 @@ def backoff_check(
     fail_first: int = typer.Option(3, "--fail-first", help="fail the first K attempts of each logical request"),
     retry_after: Optional[float] = typer.Option(None, "--retry-after", help="Retry-After seconds sent with 429"),
     clients: int = typer.Option(4, "--clients", help="copies run at once in the retry phase (jitter rule)"),
-    env: Optional[str] = typer.Option(None, "--env", help="environment name or YAML path (its retry policy)"),
+    env: Optional[str] = OPTIONAL_ENV_OPTION,
     time_limit: Optional[float] = typer.Option(None, "--time-limit", help="stop a client after this many seconds"),
     json_out: Optional[Path] = typer.Option(None, "--json", help="also write the rows and evidence here"),
 ) -> None:

@@ -9,11 +9,13 @@ from typing import Any, Iterator, Optional
 
 import typer
 
+from chaos.commands import ENV_OPTION
+
 from chaos.errors import ConfigError
 
 app = typer.Typer(help="Baseline performance records: record one, show it, diff a run against it.", no_args_is_help=True)
 
-ENV = typer.Option("local", "--env", help="environment name or file")
+ENV = ENV_OPTION
 WORKLOAD = typer.Option("mix-7-2-1", "--workload", help="mix-7-2-1 | burst-100x32k")
 DURATION = typer.Option(None, "--duration", min=1.0, help="seconds of mix load (default: the suite's: 2 x "
                                                           "load.duration_s x time_scale)")

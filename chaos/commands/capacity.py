@@ -8,11 +8,13 @@ from typing import Any, Optional
 
 import typer
 
+from chaos.commands import ENV_OPTION
+
 from chaos.errors import ConfigError
 
 
 def capacity(
-    env: str = typer.Option("local", "--env", help="environment name or file"),
+    env: str = ENV_OPTION,
     fault: str = typer.Option(..., "--fault", help="fault kind, as `chaos fault inject` names it (restart, kill, ...)"),
     target: Optional[str] = typer.Option(None, "--target", help="the target it hurts (default: the first stable one)"),
     min_rate: float = typer.Option(2.0, "--min-rate", min=0.1, help="first offered rate (requests/s)"),

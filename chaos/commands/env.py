@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import typer
 
+from chaos.commands import ENV_OPTION
+
 import chaos
 from chaos.env import available, environments_dir, load
 
 env_app = typer.Typer(help="Inspect environments and run the embedded stack.", no_args_is_help=True)
 
-EnvOption = typer.Option("local", "--env", envvar="CHAOS_ENV", help="environment name or YAML path")
+EnvOption = ENV_OPTION
 
 
 @env_app.command("list")

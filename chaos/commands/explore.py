@@ -9,6 +9,8 @@ from typing import Any, Iterator
 
 import typer
 
+from chaos.commands import ENV_OPTION
+
 from chaos.errors import ConfigError
 
 
@@ -59,7 +61,7 @@ def _explorer(env: str, out: Path, allow_destructive: bool) -> Iterator[Any]:
         journal.write()
 
 
-def explore(env: str = typer.Option("local", "--env", help="environment name or file"),
+def explore(env: str = ENV_OPTION,
             budget: str = typer.Option("10m", "--budget", help="how long to explore: 600, 90s, 20m, 1h"),
             seed: int = typer.Option(1, "--seed", help="the same seed tries the same schedules"),
             max_faults: int = typer.Option(3, "--max-faults", min=1, max=8, help="faults per schedule, at most"),
@@ -91,7 +93,7 @@ def explore(env: str = typer.Option("local", "--env", help="environment name or 
 
 
 def replay(schedule: Path = typer.Argument(..., help="a schedule file (chaos explore's failures/schedule-*.yaml)"),
-           env: str = typer.Option("local", "--env", help="environment name or file"),
+           env: str = ENV_OPTION,
            out: Path = typer.Option(Path("reports/replay"), "--out", help="where the run goes"),
            allow_destructive: bool = typer.Option(False, "--allow-destructive")) -> None:
     """Run one schedule again and judge it the same way; exit 1 when it fails (naming what broke)."""

@@ -7,6 +7,8 @@ from typing import Any, Optional
 
 import typer
 
+from chaos.commands import ENV_OPTION
+
 from chaos.errors import ConfigError
 from chaos.faults.build import HTTP, NETWORK, TARGET, build_fault
 
@@ -27,14 +29,14 @@ def _params(items: list[str]) -> dict[str, Any]:
 
 def register(app: typer.Typer) -> None:
     @app.command("cleanup")
-    def cleanup_cmd(env: Optional[str] = typer.Option(None, "--env", help="environment name or file"),
+    def cleanup_cmd(env: str = ENV_OPTION,
                     state_dir: Optional[str] = typer.Option(None, "--state-dir", help="state directory (instead of --env)"),
                     force: bool = typer.Option(False, "--force", help="also undo faults of live harness processes")) -> None:
         """Undo every outstanding fault in the ledger and reap orphaned targets (idempotent)."""
         from chaos.env import load
         from chaos.faults.ledger import cleanup
 
-        subject: Any = state_dir if state_dir else load(env or "local")
+        subject: Any = state_dir if state_dir else load(env)
         done = cleanup(subject, force=force)
         for line in done:
             typer.echo(line)
@@ -42,7 +44,7 @@ def register(app: typer.Typer) -> None:
 
     @fault_app.command("inject")
     def inject(kind: str = typer.Argument(..., help=f"one of: {', '.join(NETWORK + TARGET + HTTP)}"),
-               env: str = typer.Option("local", "--env"), target: Optional[str] = typer.Option(None, "--target"),
+               env: str = ENV_OPTION, target: Optional[str] = typer.Option(None, "--target"),
                proxy: Optional[str] = typer.Option(None, "--proxy", help="toxiproxy proxy, or fault proxy for HTTP kinds"),
                param: list[str] = typer.Option([], "--param", help="KEY=VALUE, repeatable (e.g. latency=500)"),
                duration: float = typer.Option(10.0, "--duration", help="seconds to hold the fault"),
@@ -70,7 +72,7 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"chaos: {kind} reverted after {duration:g}s")
 
     @fault_app.command("ledger")
-    def ledger_cmd(env: str = typer.Option("local", "--env")) -> None:
+    def ledger_cmd(env: str = ENV_OPTION) -> None:
         """List faults injected and not yet reverted."""
         from chaos.env import load
         from chaos.faults.ledger import Ledger

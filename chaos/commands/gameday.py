@@ -9,9 +9,11 @@ from typing import Optional
 
 import typer
 
+from chaos.commands import ENV_OPTION
+
 
 def gameday(
-    env: str = typer.Option("local", "--env", help="environment name or file"),
+    env: str = ENV_OPTION,
     plan: Optional[Path] = typer.Option(None, "--plan", help="game-day plan (YAML); without it: the standard suites"),
     out: Path = typer.Option(Path("reports/gameday"), "--out", help="where the journal, summary and Allure results go "
                                                                     "(a run subdir is made)"),
@@ -55,7 +57,7 @@ def _report(run_dir: Path, title: str) -> str:
         return f"not built ({e}); results in {results}"
 
 
-def stop(env: str = typer.Option("local", "--env", help="environment name or file"),
+def stop(env: str = ENV_OPTION,
          reason: str = typer.Option("", "--reason", help="why, for the journal")) -> None:
     """Emergency stop: the game day running against --env reverts its fault at once and ends STOPPED."""
     from chaos import env as envmod

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
+from chaos.commands import OPTIONAL_ENV_OPTION
+
 from chaos.env import Environment, load
 from chaos.errors import ConfigError, StackError
 
@@ -90,7 +92,7 @@ def _admin_call(env_name: str | None, url: str | None, token: str | None, method
 @gw_app.callback(invoke_without_command=True)
 def gateway(
     ctx: typer.Context,
-    env: Optional[str] = typer.Option(None, "--env", envvar="CHAOS_ENV", help="environment name or YAML path"),
+    env: Optional[str] = OPTIONAL_ENV_OPTION,
     listen: Optional[str] = typer.Option(None, help="HOST:PORT to listen on"),
     stable: Optional[list[str]] = typer.Option(None, help="[NAME=]URL of a stable replica (repeatable)"),
     canary: Optional[list[str]] = typer.Option(None, help="[NAME=]URL of a canary replica (repeatable)"),
@@ -121,7 +123,7 @@ def gateway(
 
 @gw_app.command("reset")
 def reset(
-    env: Optional[str] = typer.Option(None, "--env", envvar="CHAOS_ENV"),
+    env: Optional[str] = OPTIONAL_ENV_OPTION,
     url: Optional[str] = typer.Option(None, help="gateway base URL (default: from the environment)"),
     pool: Optional[str] = typer.Option(None, help="stable or canary (default: both)"),
     token: Optional[str] = typer.Option(None, envvar="CHAOS_GATEWAY_TOKEN"),
@@ -133,7 +135,7 @@ def reset(
 
 @gw_app.command("state")
 def state(
-    env: Optional[str] = typer.Option(None, "--env", envvar="CHAOS_ENV"),
+    env: Optional[str] = OPTIONAL_ENV_OPTION,
     url: Optional[str] = typer.Option(None),
     token: Optional[str] = typer.Option(None, envvar="CHAOS_GATEWAY_TOKEN"),
 ) -> None:

@@ -7,11 +7,13 @@ from typing import Optional
 
 import typer
 
+from chaos.commands import ENV_OPTION
+
 from chaos.errors import ConfigError
 
 
 def load_cmd(
-    env: str = typer.Option("local", "--env", help="environment name or path"),
+    env: str = ENV_OPTION,
     users: Optional[int] = typer.Option(None, "--users", min=1, help="concurrent users (default: env load.users)"),
     rate: Optional[float] = typer.Option(None, "--rate", min=0.001, help="arrival rate per second (shape rate)"),
     duration: Optional[float] = typer.Option(None, "--duration", min=0.1, help="seconds (default: env load.duration_s)"),

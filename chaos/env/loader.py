@@ -146,8 +146,16 @@ def parse(text: str, source: str | Path, environ: Mapping[str, str] | None = Non
         raise ConfigError(_format_validation(path, e)) from None
     except (TypeError, ValueError) as e:  # a validator hit something odd, e.g. unhashable keys
         raise ConfigError(f"{path}: invalid value: {str(e).splitlines()[0]}") from None
+    env.state_dir = str(state_dir_for(env.state_dir, path))
     env._source = str(path.resolve()) if path.exists() else str(path)
     return env
+
+
+def state_dir_for(state_dir: str, source: str | Path) -> Path:
+    """The absolute state directory of a file's environment: a relative `state_dir` is taken from the
+    file's folder, so every command finds the same ledger and STOP file from any working directory."""
+    p = Path(state_dir).expanduser()
+    return p if p.is_absolute() else (Path(source).parent.resolve() / p).resolve()
 
 
 def load(name_or_path: str, env_dir: Path | None = None, environ: Mapping[str, str] | None = None) -> Environment:

@@ -312,7 +312,10 @@ class Environment(_Strict):
     embedded: Literal["none", "process", "docker"] = "none"
     time_scale: float = Field(1.0, gt=0, description="suites multiply their durations by this")
     warmup_s: float = Field(5.0, ge=0, description="embedded stacks: traffic sent after start, before any test")
-    state_dir: str = ".state"
+    state_dir: str = Field(".state", description="ledger, STOP file, logs, pidfiles; a relative path is taken from "
+                                                 "the environment file's folder (made absolute when the file is "
+                                                 "loaded; an environment built in code keeps it relative to the "
+                                                 "working directory)")
     endpoints: Endpoints
     toxiproxy: ToxiproxyConfig | None = None
     fault_proxies: list[FaultProxyConfig] = []

@@ -55,3 +55,49 @@ def test_unknown_command_and_option_are_usage_errors() -> None:
 def test_version() -> None:
     r = chaos("version")
     assert r.returncode == 0 and r.stdout.strip() == "0.1.0"
+
+
+def _env_options() -> dict[str, object]:
+    """{'chaos stop': its --env parameter, ...} over every command and sub-command."""
+    import typer.main
+
+    from chaos import cli
+
+    cli._register_all()
+    out: dict[str, object] = {}
+
+    def walk(cmd: object, path: str) -> None:
+        for p in getattr(cmd, "params", []):
+            if "--env" in getattr(p, "opts", []):
+                out[path] = p
+        for name, sub in (getattr(cmd, "commands", None) or {}).items():
+            walk(sub, f"{path} {name}")
+
+    walk(typer.main.get_command(cli.app), "chaos")
+    return out
+
+
+def test_every_env_option_reads_chaos_env_alike() -> None:
+    opts = _env_options()
+    # `chaos lab up --env` names what to deploy onto the lab's hosts, not the run a command acts on
+    opts.pop("chaos lab up")
+    assert {"chaos stop", "chaos cleanup", "chaos fault inject", "chaos fault ledger", "chaos gameday", "chaos explore",
+            "chaos replay", "chaos capacity", "chaos baseline record", "chaos baseline diff", "chaos load",
+            "chaos env up", "chaos env check"} <= set(opts), sorted(opts)
+    wrong = {k: (p.envvar, p.help) for k, p in opts.items()  # type: ignore[attr-defined]
+             if p.envvar != "CHAOS_ENV" or p.help != "environment name or YAML path"}  # type: ignore[attr-defined]
+    assert not wrong, wrong
+    defaults = {p.default for p in opts.values()}  # type: ignore[attr-defined]
+    assert defaults == {"local", None}, defaults  # None: the gateway and backoff also run without one
+
+
+@pytest.mark.parametrize("args", [["stop"], ["cleanup"], ["fault", "ledger"], ["fault", "inject", "latency"],
+                                  ["gameday"], ["explore"], ["capacity", "--fault", "kill"], ["load"],
+                                  ["baseline", "record"]])
+def test_commands_name_the_environment_chaos_env_gives(args: list[str], tmp_path: Path) -> None:
+    import os
+
+    missing = tmp_path / "no-such.yaml"  # read before anything else is done: a wrong one touches nothing
+    r = subprocess.run([sys.executable, "-m", "chaos.cli", *args], capture_output=True, text=True, timeout=60,
+                       cwd=tmp_path, env={**os.environ, "CHAOS_ENV": str(missing)})
+    assert r.returncode == 2 and r.stderr.strip() == f"chaos: error: {missing}: environment file not found", r.stderr

@@ -201,3 +201,46 @@ def test_a_vllm_target_becomes_a_vllm_serve_command() -> None:
     assert a.env["VLLM_CPU_OMP_THREADS_BIND"] == "0|1" and a.env["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"] == "20"
     assert b.env["OMP_NUM_THREADS"] == "1"  # the file's own env is passed on
     assert env.target("replica-a").backend == "vllm" and load("local", environ={}).targets[0].backend == "simulator"
+
+
+# ---- where the state lives: one directory, whatever the working directory ------------------------
+def _in(tmp_path: Path, sub: str, name: str, state: str | None) -> Path:
+    d = tmp_path / sub
+    d.mkdir(parents=True, exist_ok=True)
+    (d / f"{name}.yaml").write_text(MINIMAL + (f"state_dir: {state}\n" if state is not None else ""))
+    return d / f"{name}.yaml"
+
+
+@pytest.mark.parametrize("state, expect", [("../run-state", "project/run-state"), (".state", "project/envs/.state"),
+                                           (None, "project/envs/.state")])
+def test_a_relative_state_dir_is_taken_from_the_file_s_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              state: str | None, expect: str) -> None:
+    f = _in(tmp_path, "project/envs", "mine", state)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    seen = set()
+    for cwd, ref in ((tmp_path / "project", "envs/mine.yaml"), (elsewhere, str(f)), (elsewhere, "mine")):
+        monkeypatch.chdir(cwd)
+        seen.add(load(ref, tmp_path / "project" / "envs" if ref == "mine" else None, environ={}).state_dir)
+    assert seen == {str(tmp_path / expect)}  # by relative path, by absolute path, by name: one state
+
+
+def test_an_absolute_state_dir_is_kept_and_the_port_offset_still_moves_it(tmp_path: Path) -> None:
+    f = _in(tmp_path, "envs", "abs", str(tmp_path / "s"))
+    assert load(str(f), environ={}).state_dir == str(tmp_path / "s")
+    assert load(str(f), environ={"CHAOS_PORT_OFFSET": "5"}).state_dir == str(tmp_path / "s-port+5")
+    rel = _in(tmp_path, "envs", "rel", "st")
+    assert load(str(rel), environ={"CHAOS_PORT_OFFSET": "-5"}).state_dir == str(tmp_path / "envs" / "st-port-5")
+
+
+def test_the_shipped_environments_keep_their_state_in_the_repository_root() -> None:
+    for name in available(ENV_DIR):
+        env = load(name, ENV_DIR, environ={"STAGING_API_KEY": "k", "HF_TOKEN": "t", "CHAOS_PROXY_TOKEN": "t"})
+        assert Path(env.state_dir).parent == REPO / ".state", (name, env.state_dir)
+
+
+def test_an_environment_built_in_code_keeps_its_state_dir_as_written() -> None:
+    from chaos.env.model import Environment
+
+    env = Environment.model_validate(yaml.safe_load(MINIMAL))
+    assert env.state_dir == ".state"  # relative to the working directory: there is no file to anchor it

@@ -1,7 +1,7 @@
 """`chaos gameday --plan` against the embedded stack, as an SRE runs it: a plan whose second
 experiment breaches the abort limit stops there, reverted, ABORTED, and its third never starts;
 `chaos stop` from another terminal and SIGTERM each revert the fault in hand within 2 s, and the
-journal says who stopped it and when."""
+journal says who stopped it and when (`chaos stop` also from another directory, by CHAOS_ENV alone)."""
 from __future__ import annotations
 
 import json
@@ -114,6 +114,14 @@ def _stopped_while_holding(tmp_path, how: str) -> tuple[dict, dict, float, str, 
         r = subprocess.run([sys.executable, "-m", "chaos.cli", "stop", "--env", "local", "--reason", "pager"],
                            cwd=REPO, env=ENV, capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
+    elif how == "chaos stop elsewhere":  # another terminal, another directory: the file by CHAOS_ENV alone
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        env = {k: v for k, v in ENV.items() if k != "CHAOS_ENV_DIR"}
+        env["CHAOS_ENV"] = str(REPO / "environments" / "local.yaml")
+        r = subprocess.run([sys.executable, "-m", "chaos.cli", "stop", "--reason", "pager"],
+                           cwd=elsewhere, env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
     else:
         p.send_signal(signal.SIGTERM)
     text = _finish(p, 120)
@@ -122,12 +130,12 @@ def _stopped_while_holding(tmp_path, how: str) -> tuple[dict, dict, float, str, 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["chaos stop", "SIGTERM"])
+@pytest.mark.parametrize("how", ["chaos stop", "chaos stop elsewhere", "SIGTERM"])
 def test_an_emergency_stop_reverts_within_two_seconds_and_says_who(tmp_path, how):
     reverted, stopped, asked, text, rc = _stopped_while_holding(tmp_path, how)
     assert rc == 2, text[-3000:]
     assert reverted["ok"] and reverted["t"] - asked < 2.0, (reverted["t"] - asked, text[-2000:])
-    if how == "chaos stop":
+    if how.startswith("chaos stop"):
         assert stopped["by"].startswith("chaos stop (") and stopped["reason"] == "pager"
     else:
         assert stopped["by"] == "SIGTERM"

@@ -21,8 +21,8 @@ PLAN = REPO / "examples" / "gameday" / "gray-release.yaml"
 def _env_dir(tmp_path: Path, drift: float | None) -> Path:
     """environments/local.yaml as `local-gray`, the canary (replica-c) planted with answer-drift."""
     text = (REPO / "environments" / "local.yaml").read_text()
-    text = text.replace("name: local\n", "name: local-gray\n").replace("state_dir: .state/local\n",
-                                                                       "state_dir: .state/local-gray\n")
+    text = text.replace("name: local\n", "name: local-gray\n").replace("state_dir: ../.state/local\n",
+                                                                       f"state_dir: {tmp_path / 'state'}\n")
     if drift is not None:
         head, canary = text.split("  - name: replica-c\n")
         canary = re.sub(r"simulator: \{(.*?)\}", rf'simulator: {{\1, extra_args: ["--fault", "answer-drift:{drift}"]}}',

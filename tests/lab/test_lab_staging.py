@@ -21,7 +21,8 @@ def _lab_env(tmp_path: Path, text: str | None = None):
     """environments/lab.yaml with its state (and the token files in it) under tmp_path."""
     state = tmp_path / "lab-env"
     path = tmp_path / "lab.yaml"
-    path.write_text((text or LAB_ENV.read_text()).replace(".state/lab-env", str(state)))
+    path.write_text((text or LAB_ENV.read_text()).replace("../.state/lab-env", str(state))
+                    .replace(".state/lab-env", str(state)))
     return load(str(path)), path
 
 
