@@ -22,6 +22,14 @@ def _seconds(text: str) -> float:
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
 
 
+def _window(records: list[Any]) -> dict[str, float | None]:
+    """since/until: the replica-log window a schedule's records span."""
+    from chaos.observe.replica_log import records_window
+
+    since, until = records_window(records)
+    return {"since": since, "until": until}
+
+
 @contextmanager
 def _explorer(env: str, out: Path, allow_destructive: bool) -> Iterator[Any]:
     """An Explorer on the environment's stack (an embedded one is started here and stopped after),
@@ -33,6 +41,7 @@ def _explorer(env: str, out: Path, allow_destructive: bool) -> Iterator[Any]:
     from chaos.explore.wiring import explorer_for
     from chaos.faults import base as fault_base
     from chaos.faults.ledger import Ledger
+    from chaos.observe.replica_log import ReplicaLogs
     from chaos.verify.accounting import server_log_for
 
     e = envmod.load(env)
@@ -46,6 +55,7 @@ def _explorer(env: str, out: Path, allow_destructive: bool) -> Iterator[Any]:
     stop = StopSwitch(stop_file(e.state_dir), since=time.time())
     undo_signals = stop.install_signals()
     stack: Any = None
+    replica_logs = ReplicaLogs.for_env(e)  # one cursor per replica log for the whole exploration
     try:
         if e.embedded != "none":
             from chaos.stack.launcher import EmbeddedStack
@@ -53,8 +63,10 @@ def _explorer(env: str, out: Path, allow_destructive: bool) -> Iterator[Any]:
             stack = EmbeddedStack(e).up()
 
         yield explorer_for(e, stack, run_dir, bus, stop, allow_destructive=allow_destructive,
-                           server_log=lambda: server_log_for(e, ("simulator", "fault proxy")))
+                           server_log=lambda records: server_log_for(e, ("simulator", "fault proxy"),
+                                                                     logs=replica_logs, **_window(records)))
     finally:
+        replica_logs.close()
         undo_signals()
         if stack is not None:
             stack.down()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -23,6 +24,16 @@ def _token_file(explicit: Optional[str], listen: str, state_dir: str) -> str | N
     return token_file(Path(state_dir) / f"faultproxy-{listen.replace(':', '-')}.token").file
 
 
+def _default_log(state_dir: str, name: str) -> str:
+    """STATE_DIR/NAME.proxy.jsonl, the folder made if need be."""
+    d = Path(state_dir)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"--state-dir {state_dir}: cannot create it for the request log ({e.strerror})") from None
+    return str(d / f"{re.sub(r'[^A-Za-z0-9._-]', '-', name)}.proxy.jsonl")
+
+
 def register(app: typer.Typer) -> None:
     @app.command("proxy")
     def proxy(listen: str = typer.Option(..., "--listen", help="HOST:PORT to listen on"),
@@ -30,8 +41,12 @@ def register(app: typer.Typer) -> None:
               name: Optional[str] = typer.Option(None, "--name", help="replica name written in the request log"),
               token_file: Optional[str] = typer.Option(None, "--token-file",
                                                        help="admin token file (else $CHAOS_PROXY_TOKEN, else a new file)"),
-              request_log: Optional[str] = typer.Option(None, "--request-log", help="JSONL request log to append to"),
-              state_dir: str = typer.Option(".state", "--state-dir", help="where a generated token file goes")) -> None:
+              request_log: Optional[str] = typer.Option(
+                  None, "--request-log",
+                  help="JSONL request log to append to, served to the harness at GET /_chaos/log "
+                       "(default: STATE_DIR/NAME.proxy.jsonl)"),
+              state_dir: str = typer.Option(".state", "--state-dir",
+                                            help="where a generated token file and the request log go")) -> None:
         """Run chaos-faultproxy in the foreground (rules via its admin API or `chaos fault inject`)."""
         from chaos.stack.faultproxy import find_binary
 
@@ -41,6 +56,8 @@ def register(app: typer.Typer) -> None:
         if tf:
             argv += ["--token-file", tf]
             typer.echo(f"chaos: fault proxy admin token in {tf} (give it to the environment as token_file)", err=True)
-        if request_log:
-            argv += ["--request-log", request_log]
+        # always a log: it is the replica side's evidence the harness reads over HTTP (accounting, attribution)
+        log = request_log or _default_log(state_dir, name or listen)
+        argv += ["--request-log", log]
+        typer.echo(f"chaos: fault proxy request log in {log} (served at GET /_chaos/log)", err=True)
         os.execv(binary, argv)  # the proxy itself takes the signals; its flag errors are its own one line

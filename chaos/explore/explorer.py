@@ -68,7 +68,7 @@ class Explorer:
     make_fault: Callable[[ScheduledFault], Any]
     start_load: Callable[[Path, float, int], Any]
     probe: Callable[[str], bool]
-    server_log: Callable[[], Any] = lambda: None
+    server_log: Callable[[list[Any]], Any] = lambda records: None  # the replica side over the records' window
     # the gateway's breakers, where it shows them (GET /admin/state) and takes an operator reset
     gateway_state: Callable[[], dict[str, Any]] | None = None
     gateway_reset: Callable[[], Any] | None = None
@@ -111,7 +111,7 @@ class Explorer:
             t_end = m.clock()
             records = list(load.stop().records)
             if verdicts:
-                verdicts += history_verdicts(self.env, records, self.server_log())
+                verdicts += history_verdicts(self.env, records, self.server_log(records))
                 if self.gateway_state is not None:
                     moves = [t for t in self.gateway_state().get("transitions", []) if float(t["t"]) >= t_run]
                     verdicts.append(breaker_verdict(self.env, records, moves, t_end=t_end, healed_after_s=healed))

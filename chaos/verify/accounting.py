@@ -8,7 +8,8 @@ side (optional): the replica side's
 request log, one JSON line per request it received, `request_id` = the client's x-request-id,
 with t_arrival, status, outcome (stop|length|abort|error|rejected) and model. It comes from the
 simulator when the replicas are simulators, else from the fault proxies in front of any backend
-(same fields, plus `replica`); with neither, the verdict says "client-side only".
+(same fields, plus `replica`), read over HTTP (chaos.observe.replica_log); with neither, the verdict
+says "client-side only", and where one cannot be read it says "not proven", naming it.
 """
 from __future__ import annotations
 
@@ -16,11 +17,14 @@ import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from chaos.errors import LoadError
 from chaos.load.records import RequestRecord
 from chaos.verify.verdict import Verdict
+
+if TYPE_CHECKING:
+    from chaos.observe.replica_log import ReplicaLogs
 
 OUTCOMES = ("succeeded", "failed", "rejected", "abandoned")
 SERVED = ("stop", "length")
@@ -44,25 +48,40 @@ def read_server_log(*paths: str | Path) -> list[dict[str, Any]]:
 
 @dataclass
 class ServerLog:
-    """The replica side's request log and where it came from ("simulator", "fault proxy" or None)."""
+    """The replica side's request log and where it came from ("simulator", "fault proxy" or None); `unproven`
+    names the proxy or simulator that could not be read and why (then the server side is not proven)."""
 
     rows: list[dict[str, Any]] = field(default_factory=list)
     source: str | None = None
-    files: list[Path] = field(default_factory=list)
+    origins: list[str] = field(default_factory=list)
+    unproven: str | None = None
 
 
-LOG_PATTERNS = {"simulator": "*.requests.jsonl", "fault proxy": "*.proxy.jsonl"}
+def server_log_for(env: Any, sources: Sequence[str] = ("simulator", "fault proxy"), *,
+                   since: float | None = None, until: float | None = None,
+                   logs: "ReplicaLogs | None" = None) -> ServerLog:
+    """The replica side's lines with t_arrival in [since, until], read over HTTP from the first of `sources`
+    the environment has and that answers in full (simulators first: they see what the engine did; the
+    fault proxies see what reached the client). One that cannot be read makes the log `unproven`, naming
+    it; an environment with none of them gives an empty ServerLog ("client-side only"). `logs` keeps the
+    cursors between calls (a StackHandle holds one per session)."""
+    from chaos.observe.replica_log import ReplicaLogs
 
-
-def server_log_for(env: Any, sources: Sequence[str] = ("simulator", "fault proxy")) -> ServerLog:
-    """The first of `sources` with request logs in the env's state dir (simulators first: they see what the
-    engine did; the fault proxies see what reached the client), else an empty ServerLog."""
-    state = Path(env.state_dir)
-    for source, pattern in ((s, LOG_PATTERNS[s]) for s in sources):
-        files = sorted(state.glob(pattern))
-        if files:
-            return ServerLog(read_server_log(*files), source, files)
-    return ServerLog()
+    own = logs is None
+    readers = ReplicaLogs.for_env(env) if logs is None else logs
+    why: list[str] = []
+    try:
+        for source in sources:
+            got = readers.read(source, since, until)
+            if got is None:
+                continue
+            if not got.failures:
+                return ServerLog(got.rows, source, got.origins)
+            why += got.failures
+    finally:
+        if own:
+            readers.close()
+    return ServerLog(unproven="; ".join(why)) if why else ServerLog()
 
 
 def attribute_replicas(records: Iterable[RequestRecord], log: ServerLog, pool_of: dict[str, str]) -> int:
@@ -97,17 +116,23 @@ def accounting_verdict(records: Sequence[RequestRecord],
                        wrong_model_max: float = 0.0, ignore_prefixes: Sequence[str] = ("probe-",),
                        strict_orphans: bool = False) -> Verdict:
     """Rows: one_outcome, outcome_matches, right_model, and with a server log: server_saw_success,
-    no_hidden_attempts, orphans, server_model. A ServerLog names its source in a `server_side` row;
-    an empty one makes the verdict "client-side only" instead of failing."""
+    no_hidden_attempts, orphans, server_model. A ServerLog names its source in a `server_side` row; one
+    that could not be read fails that row ("not proven: fault proxy X: why"); an empty one (no simulator,
+    no fault proxy) makes the verdict "client-side only" instead of failing."""
     v = Verdict("request accounting")
     by = _group(records)
     _client_rows(v, by, wrong_model_max)
     rows = None if isinstance(server_log, ServerLog) else server_log
     if isinstance(server_log, ServerLog):
         rows = server_log.rows if server_log.source else None
-        v.add("server_side", "replica-side log", server_log.source or "client-side only", None,
-              f"{len(server_log.rows)} lines from {', '.join(f.name for f in server_log.files)}" if server_log.source
-              else "no simulator or fault-proxy request log: the server-side rows are not judged")
+        if server_log.unproven:
+            v.add("server_side", "replica-side log", "not proven", False, f"not proven: {server_log.unproven}")
+        elif server_log.source:
+            v.add("server_side", "replica-side log", server_log.source, None,
+                  f"{len(server_log.rows)} lines from {server_log.source} {', '.join(server_log.origins)}")
+        else:
+            v.add("server_side", "replica-side log", "client-side only", None,
+                  "the environment has no simulator or fault proxy: the server-side rows are not judged")
     if rows is not None:
         _server_rows(v, by, rows, ignore_prefixes, strict_orphans)
     outcomes = Counter(r.outcome for rs in by.values() for r in rs if r.final)

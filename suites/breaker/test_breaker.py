@@ -115,7 +115,7 @@ def _canary_window_full(stack, sc, canaries: list[str]) -> int:
 
 def _canary_rate(stack, sc, seconds: float) -> float:
     """Canary-served requests per second over the last `seconds` of the running load (the fault
-    proxies' logs, else the clients' pool header)."""
+    proxies' logs, read over HTTP; the clients' pool header only where a target has no fault proxy)."""
     now = time.time()
     recent = stack.upstream_attempts(now - seconds, now)
     if recent is None:

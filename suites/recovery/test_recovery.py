@@ -121,7 +121,7 @@ def run_recovery(stack, scenario, summary, kind: str | None, load: str) -> None:
     # replica-level recovery: its own probes and the traffic it served (others may cover for it meanwhile)
     rv = recovery_verdict((t_inject, t_end), sc.timeline, served_by(records, name), env.slas, restarts=restarts,
                           crash=kind in ("crash-sigkill", "gpu-driver-reset"), steady_window_s=window)
-    av = accounting_verdict(records, stack.server_log())
+    av = accounting_verdict(records, stack.server_log(records=records))
     rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
     summary.count("recovery", "scenarios")
     if rv.data.get("first_completion_s") is not None and kind is not None:

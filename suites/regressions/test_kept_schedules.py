@@ -29,7 +29,7 @@ def test_kept_schedule(stack, scenario, summary, path: Path) -> None:
               + (f" (kept for: {schedule.breaks})" if schedule.breaks else ""))
     sc = scenario(path.stem)
     ex = explorer_for(env, stack, sc.out_dir, sc.bus, sc.method.stop, allow_destructive=True,
-                      server_log=lambda: stack.server_log())
+                      server_log=lambda records: stack.server_log(records=records))
     outcome = ex.run_one(schedule, keep=False)
     summary.count("regressions", "schedules")
     for note in outcome.errors:

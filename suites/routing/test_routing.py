@@ -99,7 +99,7 @@ def test_misrouting_is_detected_with_its_share(stack, scenario, summary) -> None
     rep.attach_text(str(caught.value), "the misrouting verdict (expected to fail)")
     summary.add("routing", misroute_detected=f"{share:.1%}")
     assert abs(share - injected) <= 0.025, f"detected share {share:.2%} is far from the injected {injected:.0%}"
-    sc.judge("no request lost while misrouted", [accounting_verdict(records, stack.server_log())])
+    sc.judge("no request lost while misrouted", [accounting_verdict(records, stack.server_log(records=records))])
 
 
 MAX_LOAD_S = 300.0  # the bound on a load that runs until enough requests were answered
@@ -124,7 +124,7 @@ def test_answers_from_another_model_are_detected(stack, scenario, summary) -> No
                                 min_s=max(8.0, sc.scaled(60)), max_s=MAX_LOAD_S, users=8, retry_policy=None)
     sc.revert()
     sc.judge("the fault really happened", [fault_proof(fault)])
-    acc = accounting_verdict(records, stack.server_log())
+    acc = accounting_verdict(records, stack.server_log(records=records))
     row = acc.row("right_model")
     with pytest.raises(SLOViolation) as caught:
         acc.assert_ok()

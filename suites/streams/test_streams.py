@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import time
 
 import pytest
 
@@ -70,6 +71,7 @@ def test_stream_fault(stack, proxies, scenario, summary, case: str) -> None:
     gw = env.endpoints.gateway_admin
     errors_before = gateway_failures(gw) if gw else None
     fault = faults.AllOf([make(p) for p in proxies])
+    t0 = time.time()
     sc.inject(fault)
     answers: dict[str, list[ClientAnswer]] = {"reference": []}
     with sc.phase(f"reference client: {REQUESTS} streamed requests"):
@@ -82,7 +84,7 @@ def test_stream_fault(stack, proxies, scenario, summary, case: str) -> None:
     hits = sum(f.counters().get("hits", 0) for f in fault.faults)
     sc.revert()
     errors_after = gateway_failures(gw) if gw else None
-    log = stack.server_log("fault proxy").rows
+    log = stack.proxy_rows(since=t0 - 5.0)  # the replicas' side, over HTTP
     verdicts = [client_verdict(name, got, [attempts_for(a, log) for a in got], truth=truth.shown,
                                truth_finish=truth.finish_reason, expect_whole=expect_whole)
                 for name, got in answers.items()]
@@ -107,12 +109,13 @@ def test_naive_stream_client_is_caught(stack, proxies, scenario, summary, case: 
     sc = scenario(f"streams-naive-{case}")
     truth = _ask(_reference(env))
     fault = faults.AllOf([CASES[case][0](p) for p in proxies])
+    t0 = time.time()
     cmd = f"{shlex.quote(sys.executable)} {EXAMPLES / 'naive_stream.py'} {{base_url}}"
     sc.inject(fault)
     with sc.phase("run the naive client"):
         got = [run_client_command("naive", cmd, env.endpoints.api, timeout_s=30) for _ in range(REQUESTS)]
     sc.revert()
-    log = stack.server_log("fault proxy").rows
+    log = stack.proxy_rows(since=t0 - 5.0)  # the replicas' side, over HTTP
     v = client_verdict("naive", got, [attempts_for(a, log) for a in got], truth=truth.shown,
                        truth_finish=truth.finish_reason, expect_whole=False)
     failed = {r.check for r in v.failures}

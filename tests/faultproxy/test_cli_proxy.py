@@ -12,8 +12,10 @@ from pathlib import Path
 
 import yaml
 
+from chaos.env import load
 from chaos.faults.proxy_admin import FaultProxyAdmin
 from chaos.faults.tokens import TokenRef
+from chaos.verify.accounting import server_log_for
 from tests._support import free_port
 from tests.faultproxy.test_http_faults import call
 
@@ -31,7 +33,7 @@ def test_chaos_proxy_and_fault_inject_against_a_server_started_by_hand(faultprox
     listen = f"127.0.0.1:{free_port()}"
     state = tmp_path / "state"
     proc = subprocess.Popen([*CHAOS, "proxy", "--listen", listen, "--upstream", backend, "--name", "mine",
-                             "--state-dir", str(state), "--request-log", str(state / "mine.proxy.jsonl")],
+                             "--state-dir", str(state)],
                             stderr=subprocess.PIPE, text=True, start_new_session=True,
                             env={k: v for k, v in os.environ.items() if k != "CHAOS_PROXY_TOKEN"})
     try:
@@ -66,6 +68,11 @@ def test_chaos_proxy_and_fault_inject_against_a_server_started_by_hand(faultprox
         assert record["kind"] == "http-abort" and record["params"]["token"] == {"file": token_file}
         assert 503 in statuses and 200 in statuses
         assert admin.rules() == []  # reverted
+        # the request log is on by default and served over HTTP: the fault's 503s are the replica side's truth
+        assert "request log in " + str(state / "mine.proxy.jsonl") in proc.stderr.readline()
+        served = server_log_for(load(str(envfile)))
+        assert served.source == "fault proxy" and len(served.rows) >= len(statuses) - 1, served.unproven
+        assert {r["status"] for r in served.rows} == {200, 503} and {r["replica"] for r in served.rows} == {"mine"}
         assert call(f"http://{listen}", stream=False)[0] == 200
         bad = subprocess.run([*CHAOS, "fault", "inject", "stream-cut", "--env", str(envfile), "--proxy", "mine",
                               "--param", "after_tokens=-1", "--duration", "0.1"], capture_output=True, text=True,

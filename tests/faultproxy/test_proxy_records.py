@@ -22,7 +22,7 @@ from chaos.resilience.client import ResilientClient
 from chaos.env.model import RetryPolicy
 from chaos.verify.accounting import accounting_verdict, server_log_for
 from chaos.verify.secrets import env_secrets, scan, token_files
-from tests._support import REPO
+from tests._support import REPO, free_port
 
 
 def _env_file(tmp_path: Path, proxy, token_file: Path) -> Path:
@@ -36,23 +36,17 @@ def _env_file(tmp_path: Path, proxy, token_file: Path) -> Path:
     return p
 
 
-def test_a_request_that_succeeded_at_the_replica_is_not_counted_lost(proxy, tmp_path, policy):
-    state = tmp_path / "state"
-    state.mkdir()
-    log = Path(proxy.request_log)
-    (state / log.name).write_text("")  # this run's lines only
-    start = log.stat().st_size
+def test_a_request_that_succeeded_at_the_replica_is_not_counted_lost(proxy, tmp_path, policy, token_file):
+    env = load(str(_env_file(tmp_path, proxy, token_file)))
+    t0 = time.time()
     client = ResilientClient(proxy.url, RetryPolicy(max_attempts=1), model="sim-model", timeout_s=10)
     results = [client.chat("hello", stream=i % 2 == 0, max_tokens=4) for i in range(6)]
     with H.stream_cut(proxy.admin(), after_tokens=1).using(policy):
         results.append(client.chat("hello", stream=True, max_tokens=4))
-    time.sleep(0.2)
-    with open(log, "rb") as f:
-        f.seek(start)
-        (state / log.name).write_bytes(f.read())
-    env = type("E", (), {"state_dir": str(state)})()
-    server = server_log_for(env)
-    assert server.source == "fault proxy" and len(server.rows) == 7
+    # read over HTTP from the proxy (GET /_chaos/log), this test's window only: no file is copied or globbed
+    server = server_log_for(env, since=t0, until=time.time() + 1)
+    assert not [p for p in (tmp_path / "state").glob("*.jsonl") if p.name != "faults.jsonl"]  # only the ledger
+    assert server.source == "fault proxy" and len(server.rows) == 7, server
     rows = {r["request_id"]: r for r in server.rows}
     ok = [r for r in results if r.ok]
     assert len(ok) == 6 and all(rows[r.request_id]["outcome"] in ("stop", "length") for r in ok)
@@ -64,6 +58,11 @@ def test_a_request_that_succeeded_at_the_replica_is_not_counted_lost(proxy, tmp_
     # the same records against an empty replica side: client-side only, not a failure
     none = accounting_verdict(client.records, server_log_for(type("E", (), {"state_dir": str(tmp_path / "x")})()))
     assert none.row("server_side").measured == "client-side only" and none.ok
+    # the proxy gone: not proven, naming it, and not green
+    gone = env.model_copy(update={"fault_proxies": [env.fault_proxies[0].model_copy(
+        update={"listen": f"127.0.0.1:{free_port()}"})]})
+    row = accounting_verdict(client.records, server_log_for(gone)).row("server_side")
+    assert row.ok is False and row.detail.startswith("not proven: fault proxy replica-x: not answering"), row
     # and a success the replica side never served is caught
     server.rows = [r for r in server.rows if r["request_id"] != ok[0].request_id]
     assert not accounting_verdict(client.records, server).row("server_saw_success").ok

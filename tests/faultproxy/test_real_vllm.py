@@ -5,8 +5,6 @@ Skips without `.tools/vllm` (it is not part of `make setup`); CHAOS_REQUIRE=vllm
 from __future__ import annotations
 
 import os
-import time
-from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -16,7 +14,8 @@ from chaos.faults import http as H
 from chaos.faults.tokens import TokenRef
 from chaos.resilience.client import ResilientClient
 from chaos.stack.faultproxy import FaultProxyServer
-from chaos.verify.accounting import ServerLog, accounting_verdict, read_server_log
+from chaos.observe.replica_log import PROXY_LOG_PATH, LogEndpoint, ReplicaLogReader
+from chaos.verify.accounting import ServerLog, accounting_verdict
 from tests._support import free_port
 from tests._vllm import vllm_server
 from tests.faultproxy.test_http_faults import call, tokens
@@ -61,8 +60,8 @@ def test_real_vllm_successes_are_in_the_proxy_log(vproxy):
     client = ResilientClient(vproxy.url, RetryPolicy(max_attempts=1), model="sim-model", timeout_s=60)
     results = [client.chat("hello", stream=i % 2 == 0, max_tokens=4, temperature=0) for i in range(4)]
     assert all(r.ok for r in results), [r.final.error_detail for r in results]
-    time.sleep(0.2)
-    log = ServerLog(read_server_log(Path(vproxy.request_log)), "fault proxy", [Path(vproxy.request_log)])
+    reader = ReplicaLogReader(LogEndpoint("fault proxy", vproxy.name, vproxy.url, vproxy.token, PROXY_LOG_PATH))
+    log = ServerLog(reader.read(since=results[0].records[0].t_send - 1), "fault proxy")  # over HTTP
     v = accounting_verdict(client.records, log)
     assert v.row("server_saw_success").ok, v.rows
     mine = [l for l in log.rows if l["request_id"] in {r.request_id for r in results}]

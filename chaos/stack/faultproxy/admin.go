@@ -61,6 +61,8 @@ func (p *proxy) admin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
+	case path == "/_chaos/log":
+		p.serveLog(w, r)
 	case path == "/_chaos/rules":
 		switch r.Method {
 		case http.MethodGet:
@@ -94,7 +96,7 @@ func (p *proxy) admin(w http.ResponseWriter, r *http.Request) {
 			adminError(w, 405, "method "+r.Method+" not allowed on /_chaos/rules/NAME (GET, DELETE)")
 		}
 	default:
-		adminError(w, 404, "no admin endpoint "+path+" (/_chaos/health, /_chaos/rules)")
+		adminError(w, 404, "no admin endpoint "+path+" (/_chaos/health, /_chaos/rules, /_chaos/log)")
 	}
 }
 

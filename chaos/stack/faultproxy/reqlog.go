@@ -14,6 +14,7 @@ type requestLog struct {
 	on  bool // fixed at open; f goes nil at close
 	mu  sync.Mutex
 	f   *os.File
+	rf  *os.File // its own read-only handle, for GET /_chaos/log (pread: no shared offset)
 	buf []byte
 }
 
@@ -25,7 +26,21 @@ func openRequestLog(path string) (*requestLog, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &requestLog{on: true, f: f}, nil
+	rf, err := os.Open(path)
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return &requestLog{on: true, f: f, rf: rf}, nil
+}
+
+// snapshot is the log's size now and the handle to read below it.
+func (l *requestLog) snapshot() (int64, *os.File, error) {
+	st, err := l.rf.Stat()
+	if err != nil {
+		return 0, nil, err
+	}
+	return st.Size(), l.rf, nil
 }
 
 func (l *requestLog) enabled() bool { return l != nil && l.on }
@@ -47,6 +62,7 @@ func (l *requestLog) close() {
 		l.mu.Lock()
 		if l.f != nil {
 			_ = l.f.Close()
+			_ = l.rf.Close()
 			l.f = nil
 		}
 		l.mu.Unlock()

@@ -13,6 +13,7 @@ from aiohttp import web
 from chaos.errors import ConfigError
 from chaos.stack.sim.oom import OOM_LINE
 from chaos.stack.sim import faults as F
+from chaos.stack.sim import logpage
 from chaos.stack.sim import protocol as P
 from chaos.stack.sim.engine import Stream
 from chaos.stack.sim.tokenizer import crashes_tokenizer
@@ -67,6 +68,7 @@ class Api:
         r.add_post("/admin/faults", self.faults_post)
         r.add_delete("/admin/faults/{mode}", self.faults_delete)
         r.add_get("/admin/stats", self.stats)
+        r.add_get("/admin/log", self.log_page)
 
     # -- plain endpoints ---------------------------------------------------------------------
     async def health(self, request: web.Request) -> web.Response:
@@ -265,6 +267,24 @@ class Api:
 
     async def stats(self, request: web.Request) -> web.Response:
         return self._admin_denied(request) or _json(self.srv.stats())
+
+    async def log_page(self, request: web.Request) -> web.Response:
+        """One page of the request log (GET /admin/log?cursor=&limit=&since=), as the fault proxy's /_chaos/log."""
+        denied = self._admin_denied(request)
+        if denied is not None:
+            return denied
+        path = self.cfg.request_log
+        if not path:
+            return _json({"error": "no request log: this simulator was started without --request-log"}, 404)
+        self.srv.reqlog.flush()
+        try:
+            cursor, limit, since = logpage.parse_query(request.query)
+            page = await asyncio.to_thread(logpage.read_page, path, cursor, limit, since)
+        except logpage.PageError as e:
+            return _json({"error": str(e)}, e.status)
+        except OSError as e:
+            return _json({"error": f"request log: {e}"}, 500)
+        return _json({"name": self.cfg.name, **page})
 
 
 class _Unauthorized(P.ApiError):
