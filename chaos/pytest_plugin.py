@@ -135,7 +135,21 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         tr.write_line(line)
 
 
+def _suite_ceilings(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """pytest-timeout for each test on the stack, from its environment (chaos/budgets.py): above its
+    scenario's budget, which names the phase that overran first. No global ceiling cuts a suite."""
+    on_stack = [i for i in items if "stack" in getattr(i, "fixturenames", ()) and i.get_closest_marker("timeout") is None]
+    if not on_stack or not config.pluginmanager.hasplugin("timeout"):
+        return
+    from chaos import budgets
+
+    env = get_env(config)
+    for item in on_stack:
+        item.add_marker(pytest.mark.timeout(budgets.item_ceiling_s(env, budgets.suite_of(item.path.parts))))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _suite_ceilings(config, items)
     destructive = [i for i in items if i.get_closest_marker("destructive")]
     if not destructive or allow_destructive(config):
         return
