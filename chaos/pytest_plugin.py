@@ -136,15 +136,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def _suite_ceilings(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """pytest-timeout for each test on the stack, from its environment (chaos/budgets.py): above its
-    scenario's budget, which names the phase that overran first. No global ceiling cuts a suite."""
-    on_stack = [i for i in items if "stack" in getattr(i, "fixturenames", ()) and i.get_closest_marker("timeout") is None]
-    if not on_stack or not config.pluginmanager.hasplugin("timeout"):
-        return
+    """pytest-timeout for each suite test (under suites/, or on the stack) from its environment
+    (chaos/budgets.py): above its scenario's budget, which names the phase that overran first. No
+    global ceiling cuts a suite."""
     from chaos import budgets
 
+    suite_items = [i for i in items if i.get_closest_marker("timeout") is None
+                   and ("stack" in getattr(i, "fixturenames", ()) or budgets.suite_of(i.path.parts) is not None)]
+    if not suite_items or not config.pluginmanager.hasplugin("timeout"):
+        return
     env = get_env(config)
-    for item in on_stack:
+    for item in suite_items:
         item.add_marker(pytest.mark.timeout(budgets.item_ceiling_s(env, budgets.suite_of(item.path.parts))))
 
 
