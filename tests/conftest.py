@@ -12,10 +12,9 @@ _HERE = Path(__file__).parent
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test under tests/ without its own timeout marker gets TESTS_TIMEOUT_S (pytest-timeout: a
-    marker outranks --timeout and the ini, so `--timeout` no longer shortens them; it never did for
-    the ones with a marker)."""
-    if not config.pluginmanager.hasplugin("timeout"):
+    """Every test under tests/ without its own timeout marker gets TESTS_TIMEOUT_S, unless --timeout
+    was given (a pytest-timeout marker outranks the command line)."""
+    if not config.pluginmanager.hasplugin("timeout") or config.getoption("timeout", None) is not None:
         return
     for item in items:
         if _HERE in item.path.parents and item.get_closest_marker("timeout") is None:

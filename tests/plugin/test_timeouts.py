@@ -50,6 +50,9 @@ def test_a_suite_test_gets_its_environments_ceiling_over_a_global_ini_timeout(py
         assert ceiling == budgets.item_ceiling_s(env, suite) and ceiling > budgets.for_suite(env, suite).total, seen
         assert ceiling > 1800, seen  # 2 x recovery_s 900 alone is past the ini's 600 s
     assert seen["unit"] == ["None", "600"], seen  # outside the suites the project's own ini applies
+    explicit = pytester.runpytest("-s", "--env", str(env_file), "--timeout", "77", "suites")
+    explicit.assert_outcomes(passed=2)  # a --timeout on the command line is the user's word: no marker outranks it
+    assert [line.split("CEILING", 1)[1].split()[1] for line in explicit.outlines if "CEILING " in line] == ["None"] * 2
 
 
 def test_the_repository_sets_no_global_timeout_and_its_own_tests_keep_600_s(request: pytest.FixtureRequest) -> None:
