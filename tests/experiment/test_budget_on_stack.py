@@ -29,7 +29,8 @@ from chaos.experiment.budget import Budget, PhaseBudget
 
 
 def test_a_hold_past_its_budget(stack, scenario):
-    sc = scenario("short budget", budget=Budget([PhaseBudget("hold fault", 3.0, "a 3 s test budget")]))
+    sc = scenario("short budget", budget=Budget([PhaseBudget("inject", 60.0, "room for the rest"),
+                                                 PhaseBudget("hold fault", 3.0, "a 3 s test budget")]))
     sc.observe(stack.env.endpoints.api)
     sc.inject(faults.jitter(stack.toxiproxy, "client", latency=50, jitter=10))
     sc.hold(120.0)
