@@ -189,11 +189,14 @@ class Row:
     what: str
     verdict: str
     reason: str
+    budget_s: float | None = None  # a scenario's time budget in this suite (chaos/budgets.py), where it runs
 
 
 def plan(env: Environment, *, allow_destructive: bool) -> list[Row]:
     """One row per entry: run, skip (the suite's own reason), refused (protected, destructive),
     or run with a condition decided at run time."""
+    from chaos import budgets
+
     rows = []
     for e in ENTRIES:
         why = next((r for r in (need(env) for need in e.needs) if r), None)
@@ -202,16 +205,20 @@ def plan(env: Environment, *, allow_destructive: bool) -> list[Row]:
         elif e.destructive and env.safety.protected and not allow_destructive:
             rows.append(Row(e.suite, e.what, REFUSED, f"environment {env.name} is protected; pass --allow-destructive"))
         elif (later := e.at_run_time(env) if callable(e.at_run_time) else e.at_run_time):
-            rows.append(Row(e.suite, e.what, AT_RUN_TIME, later))
+            rows.append(Row(e.suite, e.what, AT_RUN_TIME, later, budgets.for_suite(env, e.suite).total))
         else:
-            rows.append(Row(e.suite, e.what, RUN, ""))
+            rows.append(Row(e.suite, e.what, RUN, "", budgets.for_suite(env, e.suite).total))
     return rows
 
 
 def format_plan(rows: list[Row]) -> list[str]:
-    """Plain-text table lines (terminal and report)."""
+    """Plain-text table lines (terminal and report); `budget` is how long one scenario of the suite may
+    run before it fails naming the phase that overran (chaos/budgets.py)."""
+    from chaos.budgets import shown
+
+    budget = {id(r): shown(r.budget_s) if r.budget_s is not None else "" for r in rows}
     w1, w2 = max(len(r.suite) for r in rows), max(len(r.what) for r in rows)
-    w3 = max(len(r.verdict) for r in rows)
-    out = [f"{'suite':<{w1}}  {'scenarios':<{w2}}  {'verdict':<{w3}}  why"]
-    out += [f"{r.suite:<{w1}}  {r.what:<{w2}}  {r.verdict:<{w3}}  {r.reason}".rstrip() for r in rows]
+    w3, w4 = max(len(r.verdict) for r in rows), max(len("budget"), *(len(b) for b in budget.values()))
+    out = [f"{'suite':<{w1}}  {'scenarios':<{w2}}  {'verdict':<{w3}}  {'budget':<{w4}}  why"]
+    out += [f"{r.suite:<{w1}}  {r.what:<{w2}}  {r.verdict:<{w3}}  {budget[id(r)]:<{w4}}  {r.reason}".rstrip() for r in rows]
     return out

@@ -135,7 +135,25 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         tr.write_line(line)
 
 
+def _suite_ceilings(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """pytest-timeout for each suite test (under suites/, or on the stack) from its environment
+    (chaos/budgets.py): above its scenario's budget, which names the phase that overran first. No
+    global ceiling (the ini's) cuts a suite; a --timeout given on the command line still does."""
+    if not config.pluginmanager.hasplugin("timeout") or config.getoption("timeout", None) is not None:
+        return
+    from chaos import budgets
+
+    suite_items = [i for i in items if i.get_closest_marker("timeout") is None
+                   and ("stack" in getattr(i, "fixturenames", ()) or budgets.suite_of(i.path.parts) is not None)]
+    if not suite_items:
+        return
+    env = get_env(config)
+    for item in suite_items:
+        item.add_marker(pytest.mark.timeout(budgets.item_ceiling_s(env, budgets.suite_of(item.path.parts))))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _suite_ceilings(config, items)
     destructive = [i for i in items if i.get_closest_marker("destructive")]
     if not destructive or allow_destructive(config):
         return

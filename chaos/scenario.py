@@ -9,7 +9,9 @@ declarative `Experiment` walks: every phase, injection and revert is a typed eve
 bus, and the timeline, the Allure steps (with wall-clock start and end) and the scenario's journal
 (journal.json, summary.md in its out_dir) are that bus's subscribers. Waits run on the scenario's
 clock and end early when `chaos stop` is asked. Durations are scaled by the environment's
-`time_scale` so CI and staging run the same code.
+`time_scale` so CI and staging run the same code. Given a Budget (chaos/budgets.py derives one from
+the environment), each phase is held to its own share of time, and the scenario to their sum: an
+overrun fails it with BudgetExceeded naming the phase, and its fault is reverted all the same.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from typing import Any, Callable, Iterable
 from chaos.env import Environment
 from chaos.errors import FaultError, FaultNotEffective, SLOViolation
 from chaos.experiment import events as ev
+from chaos.experiment.budget import Budget, Watchdog
 from chaos.experiment.journal import Journal
 from chaos.experiment.method import Method
 from chaos.experiment.stop import StopSwitch, stop_file
@@ -38,7 +41,8 @@ class Scenario:
 
     def __init__(self, env: Environment, name: str, out_dir: str | Path, *,
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
-                 bus: ev.EventBus | None = None, stop: StopSwitch | None = None) -> None:
+                 bus: ev.EventBus | None = None, stop: StopSwitch | None = None,
+                 budget: Budget | None = None) -> None:
         self.env = env
         self.name = name
         self.out_dir = Path(out_dir)
@@ -46,14 +50,17 @@ class Scenario:
         self.timeline = Timeline(clock)
         self.clock, self.sleep = clock, sleep
         self.t0 = clock()
+        self.budget = budget
         self.method = Method(name, bus=bus, clock=clock, sleep=sleep,
-                             stop=stop or StopSwitch(stop_file(env.state_dir), since=self.t0))
+                             stop=stop or StopSwitch(stop_file(env.state_dir), since=self.t0),
+                             watchdog=Watchdog(budget, clock, t0=self.t0) if budget is not None else None)
         self.bus = self.method.bus
         self.bus.subscribe(TimelineEvents(self.timeline))
         self.bus.subscribe(AllureSteps(self.t0))
         self.journal = Journal(self.out_dir, title=name, meta={"environment": env.name})
         self.bus.subscribe(self.journal)
-        self.method.publish(ev.ExperimentStarted, plan=f"scenario {name} against {env.name}")
+        self.method.publish(ev.ExperimentStarted, plan=f"scenario {name} against {env.name}"
+                            + (f"; time budget {budget.describe()}" if budget is not None else ""))
         self.load: Any = None
         self.fault_window: tuple[float, float | None] | None = None
         self.records: list[RequestRecord] = []
@@ -91,7 +98,8 @@ class Scenario:
         """Start a health prober (10 Hz) and a completion prober (~3 Hz) on base_url.
 
         source=None marks the primary endpoint (the one the recovery verdict reads)."""
-        limit = max(600.0, self.env.safety.abort.max_fault_duration_s)
+        # probers outlive the scenario's time budget: at time_scale 1.0 a restart can take longer than 600 s
+        limit = max(600.0, self.env.safety.abort.max_fault_duration_s, self.budget.total if self.budget else 0.0)
         if health:
             at_api = base_url.rstrip("/") == self.env.endpoints.api.rstrip("/")
             h = HealthProber(base_url, self.timeline, interval_s=0.1, max_duration_s=limit,
@@ -261,6 +269,8 @@ class Scenario:
         if self.closed:
             return
         self.closed = True
+        if self.method.watchdog is not None:
+            self.method.watchdog.disarm()  # the revert and the evidence below run whatever the time
         try:
             self._revert_on_exit()
         finally:

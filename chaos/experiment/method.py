@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator
 
 from chaos.errors import FaultNotEffective
 from chaos.experiment import events as ev
+from chaos.experiment.budget import Watchdog
 from chaos.experiment.stop import StopSwitch
 
 
@@ -32,8 +33,9 @@ class Method:
 
     def __init__(self, name: str, *, bus: ev.EventBus | None = None, clock: Callable[[], float] = time.time,
                  sleep: Callable[[float], None] = time.sleep, stop: StopSwitch | None = None,
-                 tick_s: float = 0.1) -> None:
+                 tick_s: float = 0.1, watchdog: Watchdog | None = None) -> None:
         self.name = name
+        self.watchdog = watchdog  # the phases' time budget, checked each tick and as each phase ends
         self.bus = bus if bus is not None else ev.EventBus()
         self.clock, self.sleep, self.stop, self.tick_s = clock, sleep, stop or StopSwitch(), tick_s
         self.fault: Any = None
@@ -48,22 +50,33 @@ class Method:
 
     @contextmanager
     def phase(self, name: str, **detail: Any) -> Iterator[None]:
-        """A named phase: PhaseStarted, then PhaseEnded with how it ended (an exception passes through)."""
+        """A named phase: PhaseStarted, then PhaseEnded with how it ended (an exception passes through).
+        A phase that returns past its budget fails all the same (BudgetExceeded)."""
         self.publish(ev.PhaseStarted, phase=name, detail=detail)
+        if self.watchdog is not None:
+            self.watchdog.enter(name)
         try:
             yield
+            if self.watchdog is not None:
+                self.watchdog.check()
         except BaseException as e:
             self.publish(ev.PhaseEnded, phase=name, ok=False, error=str(e) or type(e).__name__,
                          status="failed" if isinstance(e, AssertionError) else "broken")
             raise
+        finally:
+            if self.watchdog is not None:
+                self.watchdog.leave(name)
         self.publish(ev.PhaseEnded, phase=name)
 
     # -- time -------------------------------------------------------------------------------------
     def tick(self, seconds: float | None = None) -> None:
-        """Sleep one tick (or less); a stop asked meanwhile raises StopAsked at once."""
+        """Sleep one tick (or less); a stop asked meanwhile raises StopAsked at once, a phase past its
+        budget BudgetExceeded."""
         asked = self.stop.asked()
         if asked is not None:
             raise StopAsked(*asked)
+        if self.watchdog is not None:
+            self.watchdog.check()
         self.sleep(self.tick_s if seconds is None else max(0.0, min(self.tick_s, seconds)))
 
     def wait(self, seconds: float) -> None:
@@ -115,6 +128,8 @@ class Method:
 
     def revert_on_exit(self) -> None:
         """On the way out (an error, an abort, a stop): revert at once, without the proof."""
+        if self.watchdog is not None:
+            self.watchdog.disarm()  # the way out runs whatever the time
         if self.injected:
             with self.phase("revert"):
                 self.revert(check=False)

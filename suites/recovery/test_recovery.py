@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from chaos import faults, plan
+from chaos import budgets, faults, plan
 from chaos.report import allure as rep
 from chaos.stack.standby import standby_replica
 from chaos.report.tables import latency_table
@@ -52,11 +52,7 @@ def make_fault(kind: str, stack, name: str):
 
 def engine_timeout_s(cfg) -> float:
     """How long the engine waits on a frozen or cut-off rank before it dies (then its supervisor restarts it)."""
-    if cfg.simulator:
-        return cfg.simulator.collective_timeout_s
-    if cfg.vllm and cfg.vllm.execute_model_timeout_s:
-        return cfg.vllm.execute_model_timeout_s
-    return 300.0  # vLLM's default VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS
+    return budgets.engine_timeout(cfg)[0]
 
 
 # instantaneous faults are over once injected; lasting ones are held until the engine has died
@@ -92,7 +88,8 @@ def run_recovery(stack, scenario, summary, kind: str | None, load: str) -> None:
         if kind not in INSTANT:
             # hold until the engine has died of the timeout (its supervisor restarts it), then undo the cause
             timeout = engine_timeout_s(env.target(name))
-            sc.poll(lambda: target.restart_count() != restarts_before, timeout=timeout + 15, every=0.1)
+            with sc.phase("wait for the engine to die", timeout_s=timeout):  # its budget: chaos/budgets.py
+                sc.poll(lambda: target.restart_count() != restarts_before, timeout=timeout + 15, every=0.1)
             evidence["engine_died_after_s"] = round(time.time() - t_inject, 2)
         # the engine died of the fault and was replaced: the frozen rank or cut link's victim is gone
         sc.revert(check=target.restart_count() == restarts_before)

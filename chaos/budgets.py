@@ -1,0 +1,145 @@
+"""How long each suite's scenario may take, derived from the environment it runs against.
+
+A scenario's phases each get a budget from the figure that bounds them (the load's duration x
+time_scale, the SLAs' recovery_s, steady_state_s and cold_start_s, the engine's own timeout on a
+frozen rank, the abort limit on a fault's age) plus a margin (chaos.experiment.budget.margin); the
+scenario's budget is their sum. The `scenario` fixture holds each phase to its share (a Watchdog on
+the scenario's clock), so an environment at time_scale 1.0 gets the time its SLAs give it and a
+hung scenario fails naming the phase. The pytest plugin sets each suite test's pytest-timeout above
+that sum (`item_ceiling_s`), the last resort for a call that never returns; `chaos env check`'s plan
+shows the figure.
+
+Phase names are the ones the Scenario's steps and the suites use; a phase the budget does not name
+counts only against the sum.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from chaos.env import Environment
+from chaos.env.model import Target
+from chaos.experiment.budget import Budget, PhaseBudget, derived, margin
+from chaos.faults.base import recover_bound_s
+
+START_S = 60.0    # start a load generator, observers or one process: no figure in the environment bounds it
+VERIFY_S = 60.0   # read the records and logs, judge, attach the tables
+LOAD_GRACE_S = 30.0  # the load runner's own start-up and stop grace (chaos/load/runner.py)
+ENGINE_DEATH_SLACK_S = 15.0  # the recovery suite's wait beyond the engine's timeout
+VLLM_EXECUTE_MODEL_TIMEOUT_S = 300.0  # VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS's default
+
+
+def _s(x: float) -> str:
+    return f"{x:g}"
+
+
+def engine_timeout(cfg: Target) -> tuple[float, str]:
+    """How long the engine waits on a frozen or cut-off rank before it dies, and which setting says so."""
+    if cfg.simulator:
+        return cfg.simulator.collective_timeout_s, f"{cfg.name}'s simulator collective_timeout_s " \
+                                                   f"{_s(cfg.simulator.collective_timeout_s)}"
+    if cfg.vllm and cfg.vllm.execute_model_timeout_s:
+        return cfg.vllm.execute_model_timeout_s, f"{cfg.name}'s vllm.execute_model_timeout_s " \
+                                                 f"{_s(cfg.vllm.execute_model_timeout_s)}"
+    return VLLM_EXECUTE_MODEL_TIMEOUT_S, f"vLLM's default execute-model timeout {_s(VLLM_EXECUTE_MODEL_TIMEOUT_S)}"
+
+
+def _window(env: Environment) -> float:
+    return max(1.0, 30.0 * env.time_scale)  # the suites' rolling window: sc.scaled(30)
+
+
+def common(env: Environment) -> list[PhaseBudget]:
+    """The phases of Scenario's own steps (chaos/scenario.py), in the order a scenario meets them."""
+    s, ts = env.slas, env.time_scale
+    bound = recover_bound_s(s)
+    bound_why = f"max(slas.cold_start_s {_s(s.cold_start_s)}, 2 x slas.recovery_s {_s(s.recovery_s)})"
+    load = env.load.duration_s * ts
+    return [
+        PhaseBudget("start load", START_S, "starting the load generator"),
+        derived("steady state", 3.0, "the 3 s pre-fault check"),
+        derived("inject", bound, f"a replica fault proven within {bound_why}"),
+        derived("hold fault", env.safety.abort.max_fault_duration_s,
+                f"safety.abort.max_fault_duration_s {_s(env.safety.abort.max_fault_duration_s)}"),
+        derived("revert", bound, f"a reverted replica healthy within {bound_why}"),
+        derived("recover", 2 * s.recovery_s, f"2 x slas.recovery_s {_s(s.recovery_s)}"),
+        derived("steady state after recovery", max(2 * _window(env) + 1, s.steady_state_s + _window(env)),
+                f"slas.steady_state_s {_s(s.steady_state_s)} + a {_s(_window(env))} s window"),
+        derived("drain load", 2 * load + LOAD_GRACE_S,
+                f"2 x load.duration_s {_s(env.load.duration_s)} x time_scale {_s(ts)} + the runner's grace"),
+        PhaseBudget("verify", VERIFY_S, "judging the records"),
+    ]
+
+
+def _recovery(env: Environment) -> list[PhaseBudget]:
+    s = env.slas
+    phases = [p for p in common(env) if p.phase not in ("hold fault", "drain load")]
+    stable = [t for t in env.targets if t.pool == "stable"]
+    if stable:  # the rank freeze and link cut hold until the engine died of its own timeout
+        t, why = engine_timeout(stable[0])
+        phases.append(derived("wait for the engine to die", t + ENGINE_DEATH_SLACK_S,
+                              f"{why} + {_s(ENGINE_DEATH_SLACK_S)} s"))
+    return phases + [
+        derived("no fault: same load, same observers", max(1.0, 20 * env.time_scale), "20 s x time_scale"),
+        PhaseBudget("start a new replica", START_S, "starting a process"),
+        derived("wait until it serves a real completion", 2 * s.cold_start_s, f"2 x slas.cold_start_s {_s(s.cold_start_s)}"),
+    ]
+
+
+def _load(env: Environment) -> list[PhaseBudget]:
+    from chaos.load import baseline as bl
+
+    mix = env.load.duration_s * 2 * env.time_scale
+    burst = bl.burst_deadline_s(env)
+    run = derived("run load", max(mix, burst) + LOAD_GRACE_S,
+                  f"2 x load.duration_s {_s(env.load.duration_s)} x time_scale {_s(env.time_scale)} + grace"
+                  if mix >= burst else f"the burst's deadline, 100 x the {bl.largest_class(env)} class's E2E P99 + 30 s, "
+                                       "+ grace")
+    return [run, PhaseBudget("verify", VERIFY_S, "judging the records")]
+
+
+def _network(env: Environment) -> list[PhaseBudget]:
+    settle = max(env.retry.deadline_s * 0.5, _window(env))
+    return common(env) + [derived("steady state after revert", settle,
+                                  f"max(retry.deadline_s {_s(env.retry.deadline_s)} / 2, a {_s(_window(env))} s window)")]
+
+
+def _breaker(env: Environment) -> list[PhaseBudget]:
+    p = env.breaker
+    return common(env) + [
+        derived("steady state: the canary's breaker window is full", 2 * p.window_s, f"2 x breaker.window_s {_s(p.window_s)}"),
+        derived("recovery: half-open probing, then closed", 2 * p.window_s + 10 * p.open_wait_s + 2 * p.reaction_allowance_s,
+                f"breaker.window_s {_s(p.window_s)}, open_wait_s {_s(p.open_wait_s)}, reaction_allowance_s "
+                f"{_s(p.reaction_allowance_s)}"),
+    ]
+
+
+SUITES: dict[str, Callable[[Environment], list[PhaseBudget]]] = {
+    "recovery": _recovery, "load": _load, "network": _network, "breaker": _breaker}
+
+
+def for_suite(env: Environment, suite: str | None) -> Budget:
+    """The budget of one scenario of `suite` (a suite this module does not know: Scenario's own steps)."""
+    return Budget(SUITES.get(suite or "", common)(env), name=suite or "scenario")
+
+
+def stack_allowance_s(env: Environment) -> float:
+    """Before a suite test's scenario starts: the stack's start (the session's first test) and the wait
+    for every replica to serve again, each bounded by slas.cold_start_s."""
+    return env.slas.cold_start_s + env.warmup_s
+
+
+def item_ceiling_s(env: Environment, suite: str | None) -> float:
+    """pytest-timeout for one suite test: above the scenario's budget and the stack's start, so the
+    budget's message (the phase that overran) is what a user sees, and a process stuck in a call that
+    never returns still ends."""
+    total = for_suite(env, suite).total + stack_allowance_s(env)
+    return round(total + margin(total), 0)
+
+
+def suite_of(parts: tuple[str, ...]) -> str | None:
+    """The suite a test file belongs to: the folder under `suites/` (None elsewhere)."""
+    return parts[parts.index("suites") + 1] if "suites" in parts[:-2] else None
+
+
+def shown(seconds: float) -> str:
+    """A duration as the plan prints it."""
+    return f"{seconds:.0f} s" if seconds < 600 else f"{seconds / 60:.0f} min"
