@@ -1,7 +1,8 @@
 """The end-of-run terminal summary: one line per suite with its key numbers.
 
-The plugin owns one SummaryCollector per session; suites call `add`/`count`; the plugin's
-`pytest_terminal_summary` writes `render()` line by line.
+The plugin owns one SummaryCollector per session; the `pytest_terminal_summary` hook writes `render()`
+line by line. Counts add up across scenarios (`add`, `count`); a label or a one-off figure is `set`;
+the worst of a figure over the scenarios is `worst`.
 """
 from __future__ import annotations
 
@@ -20,16 +21,24 @@ class SummaryCollector:
         self._suites: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
-    def add(self, suite: str, **numbers: Any) -> None:
-        """Set numbers for a suite; a key given again replaces the earlier value."""
-        with self._lock:
-            self._suites.setdefault(suite, {}).update(numbers)
-
-    def count(self, suite: str, key: str, n: int | float = 1) -> None:
-        """Add `n` to a counter of the suite (e.g. passed, failed, scenarios)."""
+    def add(self, suite: str, **numbers: int | float) -> None:
+        """Add each number to the suite's counter of that name (a sum across scenarios: lost, failed)."""
+        bad = {k: v for k, v in numbers.items() if isinstance(v, bool) or not isinstance(v, (int, float))}
+        if bad:
+            raise TypeError(f"summary.add({suite!r}): counters must be numbers, got {bad}; use set() for labels")
         with self._lock:
             nums = self._suites.setdefault(suite, {})
-            nums[key] = nums.get(key, 0) + n
+            for key, n in numbers.items():
+                nums[key] = nums.get(key, 0) + n
+
+    def set(self, suite: str, **values: Any) -> None:
+        """Set values for a suite; a key set again replaces the earlier value (labels, one-off figures)."""
+        with self._lock:
+            self._suites.setdefault(suite, {}).update(values)
+
+    def count(self, suite: str, key: str, n: int | float = 1) -> None:
+        """Add `n` to a counter of the suite (e.g. scenarios)."""
+        self.add(suite, **{key: n})
 
     def worst(self, suite: str, key: str, value: float, *, higher_is_worse: bool = True) -> None:
         """Keep the worst value seen for a key across the suite's scenarios (e.g. max recovery time)."""
