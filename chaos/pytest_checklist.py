@@ -90,9 +90,9 @@ class Checklist:
             return False
         return bool(self.results) or require_proven(self.config)
 
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
         known = {i.id for i in self.items}
-        for item in items:
+        for item in session.items:  # after -k, -m and deselection: what this run will try
             proves: dict[str, str] = {}
             for mark in item.iter_markers("proves"):
                 for ident in mark.args:

@@ -136,7 +136,7 @@ def judge(items: Sequence[Item], results: Iterable[ScenarioResult]) -> list[Item
         answers = [(r, part, *r.status_for(item.id)) for r, part in covering]
         failed = [(r, why) for r, _, st, why in answers if st == FAILED]
         if failed:
-            out.append(ItemStatus(item, FAILED, [r.name for r, _ in failed], "; ".join(w for _, w in failed),
+            out.append(ItemStatus(item, FAILED, [r.name for r, _ in failed], "; ".join(f"{r.name}: {w}" for r, w in failed),
                                   ", ".join(r.evidence() for r, _ in failed if r.evidence())))
             continue
         parts = list(dict.fromkeys(part for _, part in covering))
@@ -153,12 +153,14 @@ def judge(items: Sequence[Item], results: Iterable[ScenarioResult]) -> list[Item
 
 
 def render(statuses: Sequence[ItemStatus]) -> list[str]:
-    """The table as terminal lines: item, status, the scenario(s), and the evidence or why not."""
-    rows = [(s.item.id, s.status.upper() if s.status != PROVEN else s.status, ", ".join(s.scenarios) or "-",
-             s.evidence if s.status == PROVEN else s.why) for s in statuses]
+    """The table as terminal lines: item, status, then the proving scenario(s) and their evidence, or
+    which scenario failed or could not prove it and why."""
+    rows = [(s.item.id, s.status if s.status == PROVEN else s.status.upper(),
+             f"{', '.join(s.scenarios)} (evidence: {s.evidence or '-'})" if s.status == PROVEN else s.why)
+            for s in statuses]
     w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(("item", "status"))]
-    out = [f"{'item':<{w[0]}}  {'status':<{w[1]}}  scenario -> evidence / why"]
-    out += [f"{a:<{w[0]}}  {b:<{w[1]}}  {c} -> {d}".rstrip(" ->") for a, b, c, d in rows]
+    out = [f"{'item':<{w[0]}}  {'status':<{w[1]}}  proved by (evidence) / why not"]
+    out += [f"{a:<{w[0]}}  {b:<{w[1]}}  {c}" for a, b, c in rows]
     counts = {st: sum(1 for s in statuses if s.status == st) for st in (PROVEN, FAILED, NOT_PROVEN)}
     out.append(", ".join(f"{n} {st}" for st, n in counts.items()) + f" of {len(statuses)} items")
     return out

@@ -7,9 +7,12 @@ the worst of a figure over the scenarios is `worst`.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chaos.report.tables import fmt
+
+if TYPE_CHECKING:
+    from chaos.verify.verdict import Verdict
 
 HEADER = "llm-chaos summary"
 
@@ -63,3 +66,18 @@ class SummaryCollector:
             parts = " ".join(f"{k}={fmt(v)}" for k, v in nums.items())
             lines.append(f"{suite.ljust(width)}  {parts}".rstrip())
         return lines
+
+
+def add_recovery(summary: SummaryCollector, recovery: "Verdict", accounting: "Verdict", *, fault: bool) -> None:
+    """A recovery scenario's numbers: scenarios, the worst time to the first completion after a fault (a
+    no-fault baseline has none), and lost and failed requests summed over scenarios (accounting's data)."""
+    summary.count("recovery", "scenarios")
+    if fault and recovery.data.get("first_completion_s") is not None:
+        summary.worst("recovery", "worst_recovery_s", round(recovery.data["first_completion_s"], 2))
+    summary.add("recovery", lost=accounting.data["lost"], failed=accounting.data["failed"])
+
+
+def add_breaker(summary: SummaryCollector, scenario: str, *, observed: str, expected: str) -> None:
+    """A breaker scenario's tier: what the gateway did beside what the policy expected."""
+    summary.count("breaker", "scenarios")
+    summary.set("breaker", **{scenario: f"{observed} (expected {expected})"})

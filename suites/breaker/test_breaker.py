@@ -23,7 +23,8 @@ from chaos.observe.gateway import GatewayStateObserver
 from chaos.report import allure as rep
 from chaos.report.timeline import plot_breaker
 from chaos.verify.accounting import accounting_verdict
-from chaos.verify.anomaly import anomaly_verdict
+from chaos.report.summary import add_breaker
+from chaos.verify.anomaly import anomaly_verdict, observed_anomaly
 from chaos.verify.breaker import analyze, degrade_recovery_s
 from chaos.verify.breaker_table import spec_vs_observed, write_table
 from chaos.verify.power import tier_judgeable
@@ -150,19 +151,6 @@ def _wait_closed(sc, obs, policy) -> None:
     sc.poll(settled, timeout=policy.window_s + 8 * policy.open_wait_s + policy.reaction_allowance_s, every=0.2)
 
 
-def observed_anomaly(v) -> str:
-    """What the gateway did in an anomaly scenario, from its verdict: none, anomaly, or a trip the rule did not explain."""
-    if v.row("tripped_after_s").measured is None:
-        return "none"
-    return "anomaly" if v.ok else "trip (" + ", ".join(r.check for r in v.failures) + " failed)"
-
-
-def report_breaker(summary, name: str, observed: str, expect: str) -> None:
-    """The scenario's line in the run's summary: the tier the gateway reached beside the one expected."""
-    summary.count("breaker", "scenarios")
-    summary.set("breaker", **{name: f"{observed} (expected {expect})"})
-
-
 # the release-checklist item (and part of it) each scenario proves (chaos.report.checklist)
 PROVES = {"errors-0.5pct": ("breaker-degrade", "no trip below the error-rate threshold"),
           "errors-1.5pct": ("breaker-degrade", "degrade above the error-rate threshold"),
@@ -253,6 +241,6 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
         png = plot_breaker(sc.timeline, [(c.t, c.kind) for c in analysis.crossings], attempts,
                            title=f"breaker: {name} ({kind})")
         rep.attach_png(png, "breaker timeline")
-    report_breaker(summary, name, observed, expect)
+    add_breaker(summary, name, observed=observed, expected=expect)
     sc.judge("the fault really happened", [stage1])
     sc.judge("the breaker behaved", verdicts)

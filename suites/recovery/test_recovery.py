@@ -15,6 +15,7 @@ import pytest
 from chaos import faults, plan
 from chaos.report import allure as rep
 from chaos.stack.standby import standby_replica
+from chaos.report.summary import add_recovery
 from chaos.report.tables import latency_table
 from chaos.targets import admin_token
 from chaos.verify.accounting import accounting_verdict, fault_allowance
@@ -126,19 +127,10 @@ def run_recovery(stack, scenario, summary, kind: str | None, load: str) -> None:
     allowance = fault_allowance(records, (t_inject, t_dead) if kind is not None else None, env.slas.error_budget)
     av = accounting_verdict(records, stack.server_log(), failed_max=allowance)
     rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
-    report_recovery(summary, rv, av, fault=kind is not None)
+    add_recovery(summary, rv, av, fault=kind is not None)
     if stage1:
         sc.judge("the fault really happened", stage1)
     sc.judge("the system behaved", [rv, av])
-
-
-def report_recovery(summary, rv, av, *, fault: bool) -> None:
-    """The scenario's numbers in the run's summary: lost and failed requests add up over scenarios; the
-    worst time to the first completion after a fault (a no-fault baseline has none)."""
-    summary.count("recovery", "scenarios")
-    if fault and rv.data.get("first_completion_s") is not None:
-        summary.worst("recovery", "worst_recovery_s", round(rv.data["first_completion_s"], 2))
-    summary.add("recovery", lost=av.data["lost"], failed=av.data["failed"])
 
 
 # the matrix: every fault under steady load; the restart and crash faults under Poisson arrivals too
