@@ -155,3 +155,14 @@ def test_allure_result_opens_the_report(project: pytest.Pytester) -> None:
     assert "oom-burst: not proven: test_" in check["statusDetails"]["message"]
     html = (results / check["attachments"][0]["source"]).read_text()
     assert "gpu-driver-reset" in html and "INCONCLUSIVE" in html
+
+
+def test_a_refused_scenario_is_not_proven(project: pytest.Pytester) -> None:
+    (Path(project.path) / "environments" / "staging.yaml").write_text(
+        'name: staging\nendpoints: {api: "http://127.0.0.1:9"}\nsafety: {protected: true}\n')
+    project.makepyfile("import pytest\n\n@pytest.mark.destructive\n@pytest.mark.proves('gpu-driver-reset')\n"
+                       "def test_restart():\n    pass\n")
+    r = project.runpytest("-p", "no:cacheprovider", "--env", "staging", "--require-proven")
+    assert r.ret == 1
+    line = _table(r)["gpu-driver-reset"]
+    assert "NOT PROVEN" in line and "refused: destructive test against protected environment 'staging'" in line
