@@ -151,12 +151,13 @@ def _lost_and_failed(v: Verdict, by: dict[str, list[RequestRecord]],
     n = len(failed) + len(rejected)
     v.add("failed", "not judged" if failed_max is None else failed_max, n, None if failed_max is None else n <= failed_max,
           f"ended in an error the client saw: {len(failed)} failed ({_few(failed)}), {len(rejected)} refused with a 4xx"
-          + ("; no error allowance given" if failed_max is None else "; limit: the fault's error allowance"))
+          + ("; no error allowance given" if failed_max is None
+             else f"; limit: the fault's error allowance ({getattr(failed_max, 'why', 'given by the caller')})"))
     v.data.update(lost=len(lost), failed=n, source=source)
 
 
 def fault_allowance(records: Sequence[RequestRecord], window: tuple[float, float] | None, error_budget: float, *,
-                    grace_s: float = 1.0) -> int:
+                    grace_s: float = 1.0) -> "Allowance":
     """The failed requests a fault may cost: every logical request with an attempt open at some moment of
     `window` (the fault's start to the engine's death: what it can cut; None: no fault), plus the error
     budget's share of all of them (rounded up). A cut attempt's record ends at its last token, up to a
@@ -165,7 +166,21 @@ def fault_allowance(records: Sequence[RequestRecord], window: tuple[float, float
     if window is not None:
         t0, t1 = window
         hit = {r.request_id for r in records if r.t_send <= t1 and r.t_end >= t0 - grace_s}
-    return len(hit) + math.ceil(error_budget * len({r.request_id for r in records}))
+    n = len({r.request_id for r in records})
+    share = math.ceil(error_budget * n)
+    return Allowance(len(hit) + share, f"{len(hit)} open while the fault held + {share} error budget "
+                                       f"({error_budget:.2%} of {n})")
+
+
+class Allowance(int):
+    """A number of failed requests allowed, with how it was made up (shown in the `failed` row)."""
+
+    why: str
+
+    def __new__(cls, n: int, why: str) -> "Allowance":
+        self = super().__new__(cls, n)
+        self.why = why
+        return self
 
 
 def _client_rows(v: Verdict, by: dict[str, list[RequestRecord]], wrong_model_max: float) -> None:

@@ -81,3 +81,7 @@ def test_fault_allowance_counts_what_the_fault_could_cut_plus_the_budget() -> No
     assert fault_allowance(recs, (100.0, 105.0), 0.0) == 2
     assert fault_allowance(recs, (100.0, 105.0), 0.01) == 2 + 2  # 1 % of 200 requests
     assert fault_allowance(recs, None, 0.01) == 2
+    allowed = fault_allowance(recs, (100.0, 105.0), 0.01)
+    assert allowed.why == "2 open while the fault held + 2 error budget (1.00% of 200)"
+    v = accounting_verdict(recs, failed_max=allowed)
+    assert v.row("failed").ok is True and "(2 open while the fault held + 2 error budget" in v.row("failed").detail
