@@ -17,11 +17,15 @@ UNINSTALL_SIGNALS_KEY = pytest.StashKey[object]()
 ENV_NAME_KEY = pytest.StashKey[str]()
 GPU_KEY = pytest.StashKey[str]()
 
+pytest_plugins = ["chaos.pytest_checklist"]  # the release checklist and --require-proven
+
 MARKERS = {
     "destructive": "hurts the target (restart, kill, freeze); refused on protected environments",
     "docker": "needs a Docker engine",
     "gpu": "needs an NVIDIA GPU with NVML",
     "slow": "takes more than about ten seconds",
+    "proves": "proves(item-id, ..., part=''): the release-checklist items this scenario proves "
+              "(chaos.report.checklist)",
 }
 
 

@@ -107,8 +107,9 @@ def verdict_table(verdicts: Iterable[Any], title: str = "Verdicts") -> Table:
         detail = _get(v, "detail", "message")
         if detail is None and isinstance(v, BaseException):
             detail = str(v)
+        result = "PASS" if passed else "FAIL" if passed is not None else "?"
         t.add(name, _get(v, "stage"), _get(v, "limit"), _get(v, "measured"),
-              "PASS" if passed else "FAIL" if passed is not None else "?", detail,
+              "NOT PROVEN" if _get(v, "unproven") else result, detail,
               status="pass" if passed else "fail" if passed is not None else None)
     return t
 

@@ -14,6 +14,7 @@ says "client-side only", and where one cannot be read it says "not proven", nami
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,11 +115,12 @@ def _group(records: Iterable[RequestRecord]) -> dict[str, list[RequestRecord]]:
 def accounting_verdict(records: Sequence[RequestRecord],
                        server_log: "Sequence[dict[str, Any]] | ServerLog | None" = None, *,
                        wrong_model_max: float = 0.0, ignore_prefixes: Sequence[str] = ("probe-",),
-                       strict_orphans: bool = False) -> Verdict:
+                       strict_orphans: bool = False, failed_max: int | None = None) -> Verdict:
     """Rows: one_outcome, outcome_matches, right_model, and with a server log: server_saw_success,
-    no_hidden_attempts, orphans, server_model. A ServerLog names its source in a `server_side` row; one
-    that could not be read fails that row ("not proven: fault proxy X: why"); an empty one (no simulator,
-    no fault proxy) makes the verdict "client-side only" instead of failing."""
+    no_hidden_attempts, orphans, server_model; then lost (judged against 0) and failed (against
+    `failed_max`, the fault's error allowance; not judged without one). A ServerLog names its source in a
+    `server_side` row; one that could not be read fails that row ("not proven: fault proxy X: why"); an
+    empty one (no simulator, no fault proxy) makes the verdict "client-side only": lost is then not proven."""
     v = Verdict("request accounting")
     by = _group(records)
     _client_rows(v, by, wrong_model_max)
@@ -137,7 +139,73 @@ def accounting_verdict(records: Sequence[RequestRecord],
         _server_rows(v, by, rows, ignore_prefixes, strict_orphans)
     outcomes = Counter(r.outcome for rs in by.values() for r in rs if r.final)
     v.data = {"logical": len(by), "attempts": len(records), "outcomes": dict(outcomes)}
+    _lost_and_failed(v, by, server_log, failed_max)
     return v
+
+
+def _lost_and_failed(v: Verdict, by: dict[str, list[RequestRecord]],
+                     server_log: "Sequence[dict[str, Any]] | ServerLog | None", failed_max: int | None) -> None:
+    """lost: no outcome at the client, or a success no replica served (needs the replica side's log);
+    failed: the client saw an error in the end (failed or rejected). Abandoned requests are neither."""
+    no_end = [rid for rid, rs in by.items() if not any(r.final for r in rs)]
+    source = "client records"
+    rows: Sequence[dict[str, Any]] | None
+    if isinstance(server_log, ServerLog):
+        source = server_log.source or "client-side only"
+        rows = server_log.rows if server_log.source else None
+    else:
+        rows = server_log
+        source = "client records + server log" if rows is not None else source
+    unserved: list[str] = []
+    if rows is not None:
+        served = {str(l.get("request_id")) for l in rows if l.get("status") == 200 and l.get("outcome") in SERVED}
+        unserved = [rid for rid, rs in by.items()
+                    if any(r.final and r.outcome == "succeeded" for r in rs) and rid not in served]
+    lost = no_end + unserved
+    detail = f"no outcome at the client: {_few(no_end)}"
+    if rows is not None:
+        v.add("lost", 0, len(lost), not lost, f"{detail}; succeeded but no replica served it: {_few(unserved)}")
+    elif isinstance(server_log, ServerLog):  # asked for the replica side and got none
+        v.not_proven("lost", 0, len(lost), f"client-side only: {detail}; no replica-side log says which "
+                                           "successes a replica served")
+    else:
+        v.add("lost", 0, len(lost), not lost, f"{detail} (client side: no server log given)")
+    finals = [r for rs in by.values() for r in rs if r.final]
+    failed = [r.request_id for r in finals if r.outcome == "failed"]
+    rejected = [r.request_id for r in finals if r.outcome == "rejected"]
+    n = len(failed) + len(rejected)
+    v.add("failed", "not judged" if failed_max is None else failed_max, n, None if failed_max is None else n <= failed_max,
+          f"ended in an error the client saw: {len(failed)} failed ({_few(failed)}), {len(rejected)} refused with a 4xx"
+          + ("; no error allowance given" if failed_max is None
+             else f"; limit: the fault's error allowance ({getattr(failed_max, 'why', 'given by the caller')})"))
+    v.data.update(lost=len(lost), failed=n, source=source)
+
+
+def fault_allowance(records: Sequence[RequestRecord], window: tuple[float, float] | None, error_budget: float, *,
+                    grace_s: float = 1.0) -> "Allowance":
+    """The failed requests a fault may cost: every logical request with an attempt open at some moment of
+    `window` (the fault's start to the engine's death: what it can cut; None: no fault), plus the error
+    budget's share of all of them (rounded up). A cut attempt's record ends at its last token, up to a
+    token gap before the cut: `grace_s` widens the window's start by that much."""
+    hit: set[str] = set()
+    if window is not None:
+        t0, t1 = window
+        hit = {r.request_id for r in records if r.t_send <= t1 and r.t_end >= t0 - grace_s}
+    n = len({r.request_id for r in records})
+    share = math.ceil(error_budget * n)
+    return Allowance(len(hit) + share, f"{len(hit)} open while the fault held + {share} error budget "
+                                       f"({error_budget:.2%} of {n})")
+
+
+class Allowance(int):
+    """A number of failed requests allowed, with how it was made up (shown in the `failed` row)."""
+
+    why: str
+
+    def __new__(cls, n: int, why: str) -> "Allowance":
+        self = super().__new__(cls, n)
+        self.why = why
+        return self
 
 
 def _client_rows(v: Verdict, by: dict[str, list[RequestRecord]], wrong_model_max: float) -> None:

@@ -59,3 +59,11 @@ def anomaly_verdict(attempts: Sequence[RequestRecord], policy: BreakerPolicy, t0
     v.add("error_rate_below_degrade", policy.degrade_error_rate, round(peak, 4), peak < policy.degrade_error_rate,
           "the trip came from the anomaly rule, not the error-rate tier")
     return v
+
+
+def observed_anomaly(v: Verdict) -> str:
+    """What the gateway did in an anomaly scenario, read from its verdict: none (no trip), anomaly (the
+    rule tripped it in time), or a trip the rule does not explain (the failed checks named)."""
+    if v.row("tripped_after_s").measured is None:
+        return "none"
+    return "anomaly" if v.ok else "trip (" + ", ".join(r.check for r in v.failures) + " failed)"

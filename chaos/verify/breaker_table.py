@@ -105,7 +105,8 @@ def spec_vs_observed(attempts: Sequence[RequestRecord], clients: Sequence[Reques
     v.add("recover_s", recover, "-" if obs.recover_s is None else obs.recover_s, None, "fault end -> canary restored")
     v.add("flaps", "0" if expect != "degrade" else f"<= {2 * (1 + math.ceil((t1 - t0) / max(p.open_wait_s, 1.0)))}",
           obs.flaps, None, f"returned during the fault: {obs.returns_during_fault}")
-    v.add("lost", 0, obs.lost, None, "logical requests whose last attempt failed (judged by request accounting)")
+    v.add("failed", "-", obs.lost, None, "logical requests whose last attempt failed: errors the client saw, not lost "
+          "ones (request accounting judges both)")
     return v, obs, a
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from chaos.errors import SLOViolation
 
@@ -17,9 +17,17 @@ class Row:
     measured: Any
     ok: bool | None
     detail: str = ""
+    # "": judged or merely informational; else why this check could not be judged although the
+    # verdict needs it, and the checklist items it leaves unproven (empty: every item of the test)
+    unproven: str = ""
+    items: tuple[str, ...] = ()
+
+    @property
+    def mark(self) -> str:
+        return "not proven" if self.unproven else {True: "ok", False: "FAIL", None: "n/a"}[self.ok]
 
     def line(self) -> str:
-        mark = {True: "ok", False: "FAIL", None: "n/a"}[self.ok]
+        mark = self.mark
         extra = f" ({self.detail})" if self.detail else ""
         return f"{self.check}: measured {fmt(self.measured)}, limit {fmt(self.limit)} -> {mark}{extra}"
 
@@ -52,6 +60,17 @@ class Verdict:
         self.rows.append(r)
         return r
 
+    def not_proven(self, check: str, limit: Any, measured: Any, why: str, *, items: Iterable[str] = ()) -> Row:
+        """A check the verdict needs that could not be judged here: never a pass (ok None), and the
+        checklist items of its test (or only `items`) are "not proven" with `why`."""
+        r = Row(check, limit, measured, None, why, unproven=why, items=tuple(items))
+        self.rows.append(r)
+        return r
+
+    @property
+    def unproven(self) -> list[Row]:
+        return [r for r in self.rows if r.unproven]
+
     def extend(self, rows: Iterable[Row]) -> None:
         self.rows.extend(rows)
 
@@ -66,7 +85,8 @@ class Verdict:
         for col in ("check", "limit", "measured", "ok", "evidence"):
             t.add_column(col)
         for r in self.rows:
-            mark = {True: "[green]ok[/]", False: "[red]FAIL[/]", None: "[yellow]n/a[/]"}[r.ok]
+            mark = "[yellow]not proven[/]" if r.unproven else {True: "[green]ok[/]", False: "[red]FAIL[/]",
+                                                              None: "[yellow]n/a[/]"}[r.ok]
             t.add_row(r.check, fmt(r.limit), fmt(r.measured), mark, r.detail)
         return t
 
@@ -77,6 +97,8 @@ class Verdict:
         return f"window {a:.3f}-{b:.3f} ({b - a:.1f} s)"
 
     def assert_ok(self) -> "Verdict":
+        for hear in list(_JUDGED):
+            hear(self)
         bad = self.failures
         if not bad:
             return self
@@ -86,6 +108,16 @@ class Verdict:
                f"over {self.window_text()}" + (f" ({head.detail})" if head.detail else "") + more)
         raise SLOViolation(msg, limit=head.limit, measured=head.measured, window=self.window,
                            evidence={"verdict": self.name, "rows": self.as_table(), "data": self.data})
+
+
+_JUDGED: list[Callable[[Verdict], None]] = []
+
+
+def on_judged(listener: Callable[[Verdict], None]) -> Callable[[], None]:
+    """Call `listener` with every verdict asserted from now on (the pytest plugin's release checklist
+    hears which rows a test could not prove); returns the function that removes it."""
+    _JUDGED.append(listener)
+    return lambda: _JUDGED.remove(listener) if listener in _JUDGED else None
 
 
 def fmt(v: Any) -> str:

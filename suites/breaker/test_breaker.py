@@ -23,7 +23,8 @@ from chaos.observe.gateway import GatewayStateObserver
 from chaos.report import allure as rep
 from chaos.report.timeline import plot_breaker
 from chaos.verify.accounting import accounting_verdict
-from chaos.verify.anomaly import anomaly_verdict
+from chaos.report.summary import add_breaker
+from chaos.verify.anomaly import anomaly_verdict, observed_anomaly
 from chaos.verify.breaker import analyze, degrade_recovery_s
 from chaos.verify.breaker_table import spec_vs_observed, write_table
 from chaos.verify.power import tier_judgeable
@@ -150,8 +151,17 @@ def _wait_closed(sc, obs, policy) -> None:
     sc.poll(settled, timeout=policy.window_s + 8 * policy.open_wait_s + policy.reaction_allowance_s, every=0.2)
 
 
+# the release-checklist item (and part of it) each scenario proves (chaos.report.checklist)
+PROVES = {"errors-0.5pct": ("breaker-degrade", "no trip below the error-rate threshold"),
+          "errors-1.5pct": ("breaker-degrade", "degrade above the error-rate threshold"),
+          "latency-1.5s": ("breaker-degrade", "no trip below the latency threshold"),
+          "latency-2.5s": ("breaker-degrade", "degrade above the latency threshold"),
+          "errors-4pct": ("breaker-rollback", ""), "oom-burst": ("oom-burst", ""), "leak-trend": ("leak-trend", "")}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", list(SCENARIOS))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.proves(PROVES[n][0], part=PROVES[n][1]))
+                                  for n in SCENARIOS])
 def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
     stack = gateway
     env = stack.env
@@ -219,17 +229,18 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
         if expect == "anomaly":
             states = sc.timeline.series("gateway", "pool_state") if admin else None
             verdicts.insert(0, anomaly_verdict(attempts, policy, t0, t1, name, state_samples=states))
+            observed = observed_anomaly(verdicts[0])
         else:
             table, seen, analysis = spec_vs_observed(attempts, records, policy, expect=expect, fault=(t0, t1),
                                                      until=until, gateway=kind)
             write_table(Path(env.state_dir) / "breaker-tables.jsonl", name, kind, expect, table, seen)
             verdicts.insert(0, table)
+            observed = seen.tier
     finally:
         analysis.to_timeline(sc.timeline)
         png = plot_breaker(sc.timeline, [(c.t, c.kind) for c in analysis.crossings], attempts,
                            title=f"breaker: {name} ({kind})")
         rep.attach_png(png, "breaker timeline")
-    summary.count("breaker", "scenarios")
-    summary.add("breaker", **{name: expect})
+    add_breaker(summary, name, observed=observed, expected=expect)
     sc.judge("the fault really happened", [stage1])
     sc.judge("the breaker behaved", verdicts)

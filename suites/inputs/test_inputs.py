@@ -37,6 +37,7 @@ def _post(url: str, body: bytes, ctype: str) -> int:
         return e.code
 
 
+@pytest.mark.proves("emoji-nfkc")
 def test_special_characters_never_take_a_replica_down(stack, scenario, summary) -> None:
     env = stack.env
     rep.labels(epic="Robustness", feature="Inputs", story="special-character corpus", suite="inputs")

@@ -5,6 +5,8 @@ profile is sent to it directly; its output tokens per second and E2E P99 are jud
 environment's `degraded_floor`."""
 from __future__ import annotations
 
+import pytest
+
 from chaos import plan
 from chaos.report import allure as rep
 from chaos.report.tables import latency_table
@@ -14,6 +16,7 @@ from chaos.verify.load import degraded_floor_verdict
 from suites.conftest import requires
 
 
+@pytest.mark.proves("degraded-floor")
 def test_degraded_mode_floor(stack, scenario, summary, tmp_path) -> None:
     env = stack.env
     requires(env, plan.no_degraded_floor, plan.no_local_standby)
@@ -39,5 +42,5 @@ def test_degraded_mode_floor(stack, scenario, summary, tmp_path) -> None:
         target.remove()
     rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
     v = degraded_floor_verdict(records, floor)
-    summary.add("load", degraded_tokens_per_s=v.row("tokens_per_s").measured)
+    summary.set("load", degraded_tokens_per_s=v.row("tokens_per_s").measured)
     sc.judge("the degraded replica kept its floor", [v])

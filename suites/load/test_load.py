@@ -15,10 +15,30 @@ from chaos.report import allure as rep
 from chaos.report.tables import latency_table
 from chaos.verify.accounting import accounting_verdict
 from chaos.verify.load import burst_drift, load_verdict, long_prompt_failures
+from chaos.verify.verdict import Verdict
+
+
+def baseline_gpu(baseline: dict) -> Verdict:
+    """The seed's baseline record holds the GPU's temperature and power; without them it is not proven."""
+    v = Verdict("baseline GPU figures")
+    gpu = baseline.get("gpu") or {}
+    if gpu.get("visible") and gpu.get("temperature_c") and gpu.get("power_w"):
+        v.add("gpu_figures", "temperature and power recorded",
+              f"{gpu['temperature_c']['max']} C, {gpu['power_w']['max']} W (max)", True)
+    else:
+        v.not_proven("gpu_figures", "temperature and power recorded", "none",
+                     f"the baseline holds no GPU figures ({gpu.get('why', 'no gpu entry')})", items=("baseline-gpu",))
+    return v
+
+
+# the release-checklist items each workload proves (chaos.report.checklist)
+PROVES = {"mix-7-2-1": ("mix-7-2-1", "xl-failure-rate", "baseline-gpu"),
+          "burst-100x32k": ("burst-100x32k", "xl-failure-rate", "baseline-gpu")}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workload", bl.WORKLOADS)
+@pytest.mark.parametrize("workload", [pytest.param(w, marks=pytest.mark.proves(*PROVES.get(w, ())))
+                                      for w in bl.WORKLOADS])
 def test_load_against_sla_and_baseline(stack, scenario, summary, workload: str) -> None:
     env = stack.env
     rep.labels(epic="Performance", feature="Load", story=workload, suite="load")
@@ -41,7 +61,9 @@ def test_load_against_sla_and_baseline(stack, scenario, summary, workload: str) 
         sent = len({r.request_id for r in records if r.prompt_class == xl})
         assert sent == 100, f"the burst sent {sent} {xl} requests, expected 100"
         verdicts.append(burst_drift(records, xl))
-    summary.add("load", **{f"{workload}_goodput_per_s": round(verdicts[0].data["goodput_per_s"], 1)})
+    if baseline is not None:
+        verdicts.append(baseline_gpu(baseline))
+    summary.set("load", **{f"{workload}_goodput_per_s": round(verdicts[0].data["goodput_per_s"], 1)})
     sc.judge("latency, errors, goodput and accounting", verdicts)
     if absent:
         pytest.skip(f"SLAs held; regression check skipped: {absent}: run "

@@ -4,6 +4,8 @@ the prefix-cache hit rate (at least `slas.prefix_cache_hit_rate` where the envir
 KV-cache memory saved (peak usage against the unshared run), and the TTFT change."""
 from __future__ import annotations
 
+import pytest
+
 from chaos.load.workloads import DEFAULT_CLASSES
 from chaos.observe.metrics import MetricsScraper
 from chaos.observe.timeline import Timeline
@@ -26,6 +28,7 @@ def _counters(urls: list[str]) -> tuple[float, float]:
     return q, h
 
 
+@pytest.mark.proves("prefix-reuse")
 def test_shared_prefix_reuse_memory_and_latency(stack, scenario, summary) -> None:
     env = stack.env
     rep.labels(epic="Performance", feature="Load", story="shared-prefix workload", suite="load")
@@ -56,5 +59,5 @@ def test_shared_prefix_reuse_memory_and_latency(stack, scenario, summary) -> Non
         runs[label] = PrefixRun(records, q1 - q0, h1 - h0, kv)
         rep.attach_table(latency_table(records, None), name=f"latency, {label}")
     v = prefix_verdict(runs["shared"], runs["unshared"], env.slas.prefix_cache_hit_rate)
-    summary.add("load", prefix_cache_hit_rate=v.row("prefix_cache_hit_rate").measured)
+    summary.set("load", prefix_cache_hit_rate=v.row("prefix_cache_hit_rate").measured)
     sc.judge("prefix reuse, memory and latency", [v])

@@ -53,7 +53,8 @@ def _degraded_latency(records, t0: float, t1: float, slas) -> Verdict:
     return v
 
 
-@pytest.mark.parametrize("toxic", list(TOXICS))
+@pytest.mark.parametrize("toxic", [pytest.param(t, marks=[pytest.mark.proves("network-jitter")] if t.startswith("jitter")
+                                                   else []) for t in TOXICS])
 def test_client_path_toxic(stack, scenario, summary, toxic: str) -> None:
     env = stack.env
     proxy = _client_proxy(stack)

@@ -52,6 +52,7 @@ def _answered_model(raw: bytes) -> str | None:
     return json.loads(text).get("model")
 
 
+@pytest.mark.proves("no-store")
 def test_no_store_and_the_model_asked_for(stack, summary) -> None:
     env = stack.env
     rep.labels(epic="Traffic switching", feature="Routing", story="no-store and right model", suite="routing")
@@ -67,7 +68,7 @@ def test_no_store_and_the_model_asked_for(stack, summary) -> None:
     v.add("cache_control_no_store", n, no_store, no_store == n)
     v.add("answered_by_model_asked", n, right, right == n)
     v.add(f"{env.breaker.pool_header}_present", n, named, named == n)
-    summary.add("routing", no_store=f"{no_store}/{n}", right_model=f"{right}/{n}")
+    summary.set("routing", no_store=f"{no_store}/{n}", right_model=f"{right}/{n}")
     judge("responses", [v])
 
 
@@ -97,7 +98,7 @@ def test_misrouting_is_detected_with_its_share(stack, scenario, summary) -> None
     with pytest.raises(SLOViolation) as caught:
         v.assert_ok()
     rep.attach_text(str(caught.value), "the misrouting verdict (expected to fail)")
-    summary.add("routing", misroute_detected=f"{share:.1%}")
+    summary.set("routing", misroute_detected=f"{share:.1%}")
     assert abs(share - injected) <= 0.025, f"detected share {share:.2%} is far from the injected {injected:.0%}"
     sc.judge("no request lost while misrouted", [accounting_verdict(records, stack.server_log(records=records))])
 
@@ -131,7 +132,7 @@ def test_answers_from_another_model_are_detected(stack, scenario, summary) -> No
     rep.attach_text(str(caught.value), "the accounting verdict (expected to fail on right_model)")
     assert not row.ok and "another-model" in row.detail, row
     assert abs(row.measured - injected) <= 0.025, f"detected share {row.measured:.2%} is far from {injected:.0%}"
-    summary.add("routing", wrong_model_detected=f"{row.measured:.1%}")
+    summary.set("routing", wrong_model_detected=f"{row.measured:.1%}")
 
 
 @pytest.fixture
@@ -145,6 +146,7 @@ def signed_gateway(extra_gateway, tmp_path):
         yield url, key.encode(), token, tmp_path / "extra-gateway" / "gateway.log"
 
 
+@pytest.mark.proves("hmac-signing")
 def test_signing_enforced(signed_gateway, stack, summary) -> None:
     url, key, _, _ = signed_gateway
     rep.labels(epic="Traffic switching", feature="Request signing", story="HMAC-SHA256", suite="routing")
@@ -162,7 +164,10 @@ def test_signing_enforced(signed_gateway, stack, summary) -> None:
     for name, (b, headers, want) in cases.items():
         status, _, _ = _call(url + CHAT, b, headers)
         v.add(name, want, status, status == want)
-    summary.add("routing", signing_cases=f"{sum(r.ok for r in v.rows)}/{len(v.rows)}")
+    v.not_proven("where", "the environment's API endpoint", url,
+                 f"the requests went to a gateway llm-chaos started, not to {stack.env.endpoints.api}: "
+                 "the reference gateway's signing, not yours")
+    summary.set("routing", signing_cases=f"{sum(r.ok for r in v.rows)}/{len(v.rows)}")
     judge("signing", [v])
 
 
@@ -177,5 +182,5 @@ def test_secrets_never_written(signed_gateway, stack, request, tmp_path_factory,
     if alluredir:
         roots.append(Path(alluredir))
     found = scan(roots, held, exclude=token_files(stack.env))
-    summary.add("routing", secret_leaks=len(found.hits), secrets_checked=len(held))
+    summary.set("routing", secret_leaks=len(found.hits), secrets_checked=len(held))
     judge("secrets", [found.verdict()])

@@ -94,7 +94,7 @@ def test_stream_fault(stack, proxies, scenario, summary, case: str) -> None:
                               for n, got in answers.items() for a in got)
                     + f"\ntruth: {truth.shown!r} ({truth.finish_reason})", "answers")
     summary.count("streams", "cases")
-    summary.add("streams", **{case: "ok" if all(v.ok for v in verdicts) else "FAILED"})
+    summary.set("streams", **{case: "ok" if all(v.ok for v in verdicts) else "FAILED"})
     sc.judge("the fault really happened", [fault_proof(fault, together=True)])
     sc.judge("clients and gateway behaved", verdicts)
 
@@ -120,5 +120,5 @@ def test_naive_stream_client_is_caught(stack, proxies, scenario, summary, case: 
                        truth_finish=truth.finish_reason, expect_whole=False)
     failed = {r.check for r in v.failures}
     rep.attach_text("\n".join(r.line() for r in v.rows), "naive client verdict (expected to fail)")
-    summary.add("streams", **{f"naive_caught_{case}": "yes" if broken <= failed else "NO"})
+    summary.set("streams", **{f"naive_caught_{case}": "yes" if broken <= failed else "NO"})
     assert broken <= failed, f"the naive client was not caught on {case}: failed rules {sorted(failed)}"

@@ -66,7 +66,7 @@ def test_summary_one_line_per_suite():
     s.count("recovery", "passed")
     s.worst("recovery", "max_recovery_s", 4.2)
     s.worst("recovery", "max_recovery_s", 3.0)
-    s.add("network", retry_amplification=1.3456)
+    s.set("network", retry_amplification=1.3456)
     s.add("recovery", lost=1)
     lines = s.render()
     assert lines == [HEADER, "recovery  scenarios=3 lost=1 passed=2 max_recovery_s=4.2",

@@ -1,0 +1,202 @@
+"""The release checklist: each item of the seed's acceptance checklist is proven, failed or not
+proven (with why), by the scenarios that carry `@pytest.mark.proves("item-id")`.
+
+A scenario proves its items only when its test passed and none of the rows it judged was "not
+proven" (Verdict.not_proven); a failed test fails them; a skip, refusal, INCONCLUSIVE or xfail
+leaves them not proven with its reason. A scenario may prove one `part` of an item (the breaker's
+degrade tier: no trip below the threshold, degrade above it): the item is proven when every part
+named by a collected scenario is proven by at least one of them, and failed when any scenario failed.
+An item no collected scenario covers is "not proven: no scenario ran it". Pure logic: the pytest
+plugin (chaos.pytest_checklist) feeds it test outcomes and the verdicts each test asserted.
+"""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from chaos.errors import ConfigError
+from chaos.verify.verdict import Verdict
+
+PROVEN, FAILED, NOT_PROVEN = "proven", "failed", "not proven"
+NO_SCENARIO = "no scenario ran it"
+
+
+@dataclass(frozen=True)
+class Item:
+    """One line of the release checklist: a stable id (what `proves` names) and what it claims."""
+
+    id: str
+    text: str
+
+
+# the seed's checklist (shared/reference/seed-requirements.md), in its order
+SEED_CHECKLIST: tuple[Item, ...] = (
+    Item("gpu-driver-reset", "GPU driver crash and recovery (container restart)"),
+    Item("nccl-timeout", "NCCL communication timeout"),
+    Item("cold-start", "cold start: a new replica from start to serving"),
+    Item("network-jitter", "clients under 300 ms - 5 s network jitter"),
+    Item("retry-interval-500ms", "minimum retry interval >= 500 ms"),
+    Item("exponential-backoff", "exponential backoff"),
+    Item("breaker-degrade", "breaker primary tier: degrade at error rate >= 1 % or latency >= 2 s"),
+    Item("breaker-rollback", "breaker advanced tier: forced rollback at error rate >= 3 %"),
+    Item("oom-burst", "anomaly rule: 3 OOMs within 10 s trip the breaker"),
+    Item("leak-trend", "anomaly rule: memory growth > 5 % per hour"),
+    Item("no-store", "Cache-Control: no-store on every response"),
+    Item("hmac-signing", "HMAC-SHA256 request signing enforced"),
+    Item("emoji-nfkc", "emoji-dense text and Unicode normalization never take a replica down"),
+    Item("mix-7-2-1", "mixed 512 / 8k / 32k prompts in a 7:2:1 ratio"),
+    Item("burst-100x32k", "100 consecutive 32k-token requests"),
+    Item("xl-failure-rate", "the 32k requests' own failure rate"),
+    Item("degraded-floor", "a performance floor for degraded mode"),
+    Item("baseline-gpu", "a baseline record with GPU temperature and power"),
+    Item("prefix-reuse", "prefix reuse: hit rate, memory saved, latency change"),
+    Item("gray-release", "gray release stages (shadow traffic compared first)"),
+)
+
+
+def parse_items(lines: Iterable[str], base: Sequence[Item] = SEED_CHECKLIST) -> tuple[Item, ...]:
+    """The checklist: `base` plus a team's own items, one 'id: what it proves' a line (ini chaos_checklist)."""
+    out = list(base)
+    for line in (l.strip() for l in lines):
+        if not line:
+            continue
+        ident, sep, text = line.partition(":")
+        if not sep or not ident.strip() or " " in ident.strip():
+            raise ConfigError(f"ini chaos_checklist: {line!r}: expected 'item-id: what it proves'")
+        out.append(Item(ident.strip(), text.strip()))
+    return tuple(out)
+
+
+@dataclass
+class ScenarioResult:
+    """One collected test that proves checklist items: how it ended and what it judged."""
+
+    name: str
+    items: dict[str, str]                     # item id -> part ("" = the whole item)
+    status: str = NOT_PROVEN
+    reason: str = "did not run"
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    def record(self, when: str, outcome: str, reason: str = "", xfail: bool = False) -> None:
+        """One phase's report (setup, call, teardown): the worst phase decides."""
+        if self.status == FAILED:
+            return
+        if outcome == "failed":
+            self.status, self.reason = FAILED, reason or f"{when} failed"
+        elif xfail:
+            self.status, self.reason = NOT_PROVEN, f"xfail: {reason}" if reason else "xfail"
+        elif outcome == "skipped":
+            self.status, self.reason = NOT_PROVEN, reason or "skipped"
+        elif when == "call":
+            self.status, self.reason = PROVEN, ""
+
+    def status_for(self, item: str) -> tuple[str, str]:
+        """This scenario's answer for one of its items: a passed test with a "not proven" row is not proven."""
+        if self.status != PROVEN:
+            return self.status, self.reason
+        rows = [r for v in self.verdicts for r in v.unproven if not r.items or item in r.items]
+        if rows:
+            return NOT_PROVEN, "; ".join(f"{r.check}: {r.unproven}" for r in rows)
+        return PROVEN, ""
+
+    def evidence(self) -> str:
+        """Where the proof came from: the verdicts it judged, each with its `source` where it names one."""
+        seen: list[str] = []
+        for v in self.verdicts:
+            text = v.name + (f" [{v.data['source']}]" if v.data.get("source") else "")
+            if text not in seen:
+                seen.append(text)
+        return ", ".join(seen)
+
+
+@dataclass
+class ItemStatus:
+    """An item's answer: its status, the scenarios behind it, why (when not proven) and the evidence."""
+
+    item: Item
+    status: str
+    scenarios: list[str] = field(default_factory=list)
+    why: str = ""
+    evidence: str = ""
+
+
+def judge(items: Sequence[Item], results: Iterable[ScenarioResult]) -> list[ItemStatus]:
+    """Each item's status from the scenarios that cover it (see the module docstring for the rule)."""
+    results = list(results)
+    out = []
+    for item in items:
+        covering = [(r, r.items[item.id]) for r in results if item.id in r.items]
+        if not covering:
+            out.append(ItemStatus(item, NOT_PROVEN, why=NO_SCENARIO))
+            continue
+        answers = [(r, part, *r.status_for(item.id)) for r, part in covering]
+        failed = [(r, why) for r, _, st, why in answers if st == FAILED]
+        if failed:
+            out.append(ItemStatus(item, FAILED, [r.name for r, _ in failed], "; ".join(f"{r.name}: {w}" for r, w in failed),
+                                  ", ".join(r.evidence() for r, _ in failed if r.evidence())))
+            continue
+        parts = list(dict.fromkeys(part for _, part in covering))
+        proving = [r for r, _, st, _ in answers if st == PROVEN]
+        missing = [p for p in parts if not any(st == PROVEN for _, part, st, _ in answers if part == p)]
+        if missing:
+            why = "; ".join(f"{r.name}" + (f" ({part})" if part else "") + f": {w}"
+                            for r, part, st, w in answers if part in missing)
+            out.append(ItemStatus(item, NOT_PROVEN, [r.name for r, part in covering if part in missing], why))
+        else:
+            out.append(ItemStatus(item, PROVEN, [r.name for r in proving], "",
+                                  "; ".join(dict.fromkeys(r.evidence() for r in proving if r.evidence()))))
+    return out
+
+
+def render(statuses: Sequence[ItemStatus]) -> list[str]:
+    """The table as terminal lines: item, status, then the proving scenario(s) and their evidence, or
+    which scenario failed or could not prove it and why."""
+    rows = [(s.item.id, s.status if s.status == PROVEN else s.status.upper(),
+             f"{', '.join(s.scenarios)} (evidence: {s.evidence or '-'})" if s.status == PROVEN else s.why)
+            for s in statuses]
+    w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(("item", "status"))]
+    out = [f"{'item':<{w[0]}}  {'status':<{w[1]}}  proved by (evidence) / why not"]
+    out += [f"{a:<{w[0]}}  {b:<{w[1]}}  {c}" for a, b, c in rows]
+    counts = {st: sum(1 for s in statuses if s.status == st) for st in (PROVEN, FAILED, NOT_PROVEN)}
+    out.append(", ".join(f"{n} {st}" for st, n in counts.items()) + f" of {len(statuses)} items")
+    return out
+
+
+def unproven_lines(statuses: Sequence[ItemStatus]) -> list[str]:
+    """What --require-proven prints: every item not proven (failed ones fail the run anyway) and why."""
+    return [f"{s.item.id}: {s.why}" for s in statuses if s.status == NOT_PROVEN]
+
+
+def write_allure_result(results_dir: str | Path, statuses: Sequence[ItemStatus]) -> Path:
+    """The checklist as the report's first entry: a result named "Release checklist" whose status is
+    passed only when every item is proven, with the table attached as HTML."""
+    from chaos.report.tables import Table
+
+    d = Path(results_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    t = Table("Release checklist", ["item", "claim", "status", "scenario", "evidence / why"])
+    for s in statuses:
+        t.add(s.item.id, s.item.text, s.status, ", ".join(s.scenarios) or "-",
+              s.evidence if s.status == PROVEN else s.why,
+              status={PROVEN: "pass", FAILED: "fail"}.get(s.status))
+    att = f"{uuid.uuid4()}-attachment.html"
+    (d / att).write_text(t.to_html(), encoding="utf-8")
+    bad = [s for s in statuses if s.status != PROVEN]
+    status = "failed" if any(s.status == FAILED for s in bad) else "skipped" if bad else "passed"
+    result: dict[str, Any] = {
+        "uuid": str(uuid.uuid4()), "historyId": "llm-chaos-release-checklist", "name": "Release checklist",
+        "fullName": "llm-chaos.release-checklist", "status": status,
+        "start": int(time.time() * 1000), "stop": int(time.time() * 1000),
+        "statusDetails": {"message": "\n".join(f"{s.item.id}: {s.status}: {s.why}" for s in bad)} if bad else {},
+        "description": "\n".join(render(statuses)),
+        "labels": [{"name": "parentSuite", "value": "0 release checklist"}, {"name": "suite", "value": "checklist"},
+                   {"name": "epic", "value": "Release checklist"}],
+        "attachments": [{"name": "release checklist", "source": att, "type": "text/html"}],
+    }
+    path = d / f"{result['uuid']}-result.json"
+    path.write_text(json.dumps(result), encoding="utf-8")
+    return path
