@@ -39,7 +39,7 @@ def test_a_suite_test_gets_its_environments_ceiling_over_a_global_ini_timeout(py
     for where in ("suites/recovery", "suites/load", "unit"):
         d = pytester.path / where
         d.mkdir(parents=True)
-        (d / f"test_{d.name}.py").write_text(SHOW)
+        (d / f"test_ceiling_shown_{d.name}.py").write_text(SHOW)  # unique: pytester runs in this process
     r = pytester.runpytest("-s", "--env", str(env_file), "-p", "no:cacheprovider")
     r.assert_outcomes(passed=3)
     env = load(str(env_file))

@@ -2,7 +2,6 @@
 against 0); one that ended in an error the client saw is failed (judged against the fault's allowance)."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -31,7 +30,7 @@ def run(failed: int, rejected: int = 0, ok: int = 5) -> list[RequestRecord]:
 
 def test_failed_is_not_lost_and_is_judged_against_the_allowance() -> None:
     recs = run(failed=3, rejected=1)
-    log = ServerLog(served(*(f"ok{i}" for i in range(5))), "fault proxy", [Path("a.proxy.jsonl")])
+    log = ServerLog(served(*(f"ok{i}" for i in range(5))), "fault proxy", ["http://127.0.0.1:1/_chaos/log"])
     v = accounting_verdict(recs, log, failed_max=4)
     assert (v.row("lost").measured, v.row("lost").ok) == (0, True)
     assert (v.row("failed").measured, v.row("failed").ok) == (4, True)
