@@ -6,10 +6,10 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
 from pydantic import ValidationError
 
 from chaos.errors import ConfigError
+from chaos.env import schema_errors
 from chaos.env.model import Environment
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -68,22 +68,6 @@ def expand_vars(value: Any, environ: Mapping[str, str], where: str = "") -> Any:
     return value
 
 
-def _format_validation(path: Path, err: ValidationError) -> str:
-    e = err.errors()[0]
-    loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-    found = e.get("input")
-    found_s = repr(found) if not isinstance(found, dict) else "a mapping"
-    if len(found_s) > 60:
-        found_s = found_s[:57] + "..."
-    more = f" (+{len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
-    msg = e["msg"]
-    if e["type"] == "missing":
-        return f"{path}: {loc}: required field is missing{more}"
-    if e["type"] == "extra_forbidden":
-        return f"{path}: {loc}: unknown field{more}"
-    return f"{path}: {loc}: {msg}; found {found_s}{more}"
-
-
 _LOOPBACK_PORT = re.compile(r"((?:^|//|\b)(?:127\.\d+\.\d+\.\d+|localhost)):(\d+)")
 PORT_OFFSET_VAR = "CHAOS_PORT_OFFSET"
 
@@ -120,15 +104,7 @@ def shift_ports(value: Any, offset: int, key: str = "") -> Any:
 def parse(text: str, source: str | Path, environ: Mapping[str, str] | None = None) -> Environment:
     """Parse YAML text into an Environment; errors name `source`."""
     path = Path(source)
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        line = f":{mark.line + 1}" if mark else ""
-        problem = (e.problem or e.context or "syntax error").strip()
-        raise ConfigError(f"{path}{line}: YAML syntax error: {problem}") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: YAML error: {str(e).splitlines()[0]}") from None
+    node, raw = schema_errors.compose(text, path)  # the nodes give each schema error its line
     if raw is None:
         raise ConfigError(f"{path}: file is empty; expected a mapping with at least 'name' and 'endpoints'")
     if not isinstance(raw, dict):
@@ -143,7 +119,7 @@ def parse(text: str, source: str | Path, environ: Mapping[str, str] | None = Non
     try:
         env = Environment.model_validate(raw)
     except ValidationError as e:
-        raise ConfigError(_format_validation(path, e)) from None
+        schema_errors.raise_for(path, node, raw, e)
     except (TypeError, ValueError) as e:  # a validator hit something odd, e.g. unhashable keys
         raise ConfigError(f"{path}: invalid value: {str(e).splitlines()[0]}") from None
     env._source = str(path.resolve()) if path.exists() else str(path)
