@@ -50,7 +50,15 @@ def resolve_path(name_or_path: str, env_dir: Path | None = None) -> Path:
     return p
 
 
-def expand_vars(value: Any, environ: Mapping[str, str], where: str = "") -> Any:
+class UnsetVariable(ConfigError):
+    """A ${VAR} without a value or default; `loc` is where it is written (for the file's line)."""
+
+    def __init__(self, message: str, loc: tuple[str | int, ...]) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
+def expand_vars(value: Any, environ: Mapping[str, str], where: str = "", *, loc: tuple[str | int, ...] = ()) -> Any:
     """Replace ${VAR} and ${VAR:-default} in every string, recursively."""
     if isinstance(value, str):
         def sub(m: re.Match[str]) -> str:
@@ -59,13 +67,18 @@ def expand_vars(value: Any, environ: Mapping[str, str], where: str = "") -> Any:
                 return environ[name]
             if default is not None:
                 return default
-            raise ConfigError(f"{where or 'value'}: environment variable ${{{name}}} is not set")
+            raise UnsetVariable(f"{where or 'value'}: environment variable ${{{name}}} is not set", loc)
         return _VAR.sub(sub, value)
     if isinstance(value, dict):
-        return {k: expand_vars(v, environ, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [expand_vars(v, environ, f"{where}[{i}]") for i, v in enumerate(value)]
+        return {k: expand_vars(v, environ, f"{where}.{k}" if where else str(k), loc=(*loc, k)) for k, v in value.items()}
+    if isinstance(value, list):  # a named item by its name, as schema errors name it
+        return [expand_vars(v, environ, f"{where}[{_name_or(v, i)}]", loc=(*loc, i)) for i, v in enumerate(value)]
     return value
+
+
+def _name_or(item: Any, index: int) -> str | int:
+    name = item.get("name") if isinstance(item, dict) else None
+    return name if isinstance(name, str) and name else index
 
 
 _LOOPBACK_PORT = re.compile(r"((?:^|//|\b)(?:127\.\d+\.\d+\.\d+|localhost)):(\d+)")
@@ -110,7 +123,11 @@ def parse(text: str, source: str | Path, environ: Mapping[str, str] | None = Non
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, found {type(raw).__name__}")
     environ = os.environ if environ is None else environ
-    raw = expand_vars(raw, environ)
+    try:
+        raw = expand_vars(raw, environ)
+    except UnsetVariable as e:
+        line = schema_errors.line_of(node, e.loc)
+        raise ConfigError(f"{path}{f':{line}' if line else ''}: {e}") from None
     raw.setdefault("name", path.stem)
     offset = port_offset(environ, str(path))
     if offset:  # a shifted stack keeps its own state (pidfiles, logs, ledger)

@@ -142,3 +142,9 @@ def test_the_cli_prints_every_line_and_exits_2(tmp_path: Path) -> None:
     lines = r.stderr.splitlines()
     assert len(lines) == 4 and all(line.startswith(f"chaos: error: {p}:") for line in lines), lines
     assert f"chaos: error: {p}:14: targets[gpu-2].docker_host: " in r.stderr
+
+
+def test_an_unset_variable_names_the_target_by_name() -> None:
+    text = HEAD + TARGET.format(field="docker_host", value="'ssh://deploy@${GPU_HOST}'")
+    [line] = refused(text)
+    assert line == "env.yaml:8: targets[gpu-1].docker_host: environment variable ${GPU_HOST} is not set", line
