@@ -60,7 +60,7 @@ def http_url(value: str) -> str:
     if not sep or scheme not in ("http", "https"):
         why = "no http:// or https:// scheme"
     else:
-        authority, slash, path = rest.partition("/")
+        authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
         why = _authority_problem(authority, port_required=False, user_allowed=True, path_allowed=False)
     if why:
         raise ValueError(f"expected an http:// URL (http://host[:port][/path], port 1-65535), found {value!r} ({why})")
