@@ -9,8 +9,8 @@ from chaos.env.addresses import DockerHost, HostPort, HttpUrl, WorkerHost
 from chaos.env.schema_errors import FieldProblems
 
 Port = Annotated[int, Field(ge=1, le=65535)]
-# Docker's policies; for a process target unless-stopped is always (only the harness stops it)
-# YAML 1.1 reads a bare `no` as false, and `restart_policy: no` is what a Compose user writes
+# Docker's policies (a process target's unless-stopped is always: only the harness stops it); YAML 1.1
+# reads a bare `no` as false, and `restart_policy: no` is what a Compose user writes
 RestartPolicy = Annotated[Literal["always", "on-failure", "no", "unless-stopped"],
                           BeforeValidator(lambda v: "no" if v is False else v)]
 
@@ -264,7 +264,7 @@ class LoadProfile(_Strict):
     stream: bool = True
     workers: int = Field(0, ge=0, description="Locust workers sharing the load (0: one local process)")
     worker_host: WorkerHost | None = Field(None, description="where the workers run: local, a lab host (lab-load) "
-                                                      "or ssh://[user@]host[:port] (chaos/load/placement.py)")
+                                                             "or ssh://[user@]host[:port] (chaos/load/placement.py)")
     worker_python: str | None = Field(None, description="the harness's Python on an ssh:// worker host "
                                                         "(default: the same path as here)")
 
