@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(rc, int):  # non-standalone click returns typer.Exit's code instead of raising
             return rc
     except ChaosError as e:
-        typer.echo(f"chaos: error: {e}", err=True)
+        for line in str(e).splitlines() or [""]:  # a file's schema errors: one line each
+            typer.echo(f"chaos: error: {line}", err=True)
         return 2
     except typer.Exit as e:
         return e.exit_code

@@ -1,9 +1,12 @@
-"""`chaos env check --probe`: connect to everything an environment names, one line per failure.
+"""`chaos env check --probe`: is each part an environment names the thing the file says it is?
 
-Every endpoint, gateway admin, Toxiproxy (and each proxy the file names), fault proxy, load host
-(an ssh:// one logs in and imports the worker), replica and Docker engine is tried once with a short
-timeout; a failure says which host and what failed, never
-a traceback. An embedded stack that is not up is said to be so, not reported as broken hosts.
+Identity, not reachability: any web server answers HTTP, so each part must answer as itself. The
+API lists the configured model; a fault proxy answers its health and accepts the configured token;
+a replica answers /health and lists a model; a container exists on its engine with the restart
+policy the file claims; the DCGM exporter serves DCGM series; Toxiproxy lists every configured
+proxy. One line per part, a failure saying what was expected and what came instead, never a
+traceback. Parts the environment does not have are not listed. An embedded stack that is not up is
+said to be so, not reported as broken hosts.
 """
 from __future__ import annotations
 
@@ -11,93 +14,190 @@ import json
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
-from chaos.env import Environment
+from chaos.env import Environment, FaultProxyConfig, Target
+from chaos.errors import ChaosError
+
+BODY_LIMIT = 4 << 20  # a dcgm-exporter of 8 GPUs serves a few hundred KiB
 
 
 @dataclass(frozen=True)
 class Probe:
+    """One part's result: what it is, where, whether it is what the file says, and why not."""
+
     what: str
     address: str
     ok: bool
     detail: str
 
 
-def _http(url: str, timeout: float) -> tuple[bool, str, bytes]:
-    """(answered, detail, body): any HTTP answer counts as reachable; the status is the detail."""
+@dataclass(frozen=True)
+class Answer:
+    """An HTTP answer (status None: no answer, `error` says why)."""
+
+    status: int | None
+    body: bytes = b""
+    error: str = ""
+
+    def got(self) -> str:
+        """What came back, for a failure line."""
+        if self.status is None:
+            return f"no answer ({self.error})"
+        snippet = " ".join(self.body[:60].decode("utf-8", "replace").split())
+        return f"HTTP {self.status}" + (f" {snippet!r}" if snippet else "")
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
+
+
+def get(url: str, timeout: float, headers: dict[str, str] | None = None) -> Answer:
+    """GET `url` once; any failure is an Answer, never an exception."""
+    req = urllib.request.Request(url, method="GET", headers=headers or {})
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, method="GET"), timeout=timeout) as r:
-            return True, f"HTTP {r.status}", r.read(65536)
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return Answer(r.status, r.read(BODY_LIMIT))
     except urllib.error.HTTPError as e:
-        return True, f"HTTP {e.code}", b""
+        return Answer(e.code, e.read(4096))
     except (urllib.error.URLError, OSError, ValueError) as e:
         reason = getattr(e, "reason", e)
-        return False, f"{type(reason).__name__}: {reason}".replace("\n", " "), b""
+        return Answer(None, error=f"{type(reason).__name__}: {reason}".replace("\n", " "))
 
 
-def _docker(host: str | None, timeout: float) -> tuple[bool, str]:
-    from chaos.errors import ChaosError
-    from chaos.targets.docker import client_for
+def model_ids(answer: Answer) -> list[str] | None:
+    """The ids of an OpenAI model list (`{"data": [{"id": ...}]}`), None when it is not one."""
+    doc = answer.json() if answer.status == 200 else None
+    data = doc.get("data") if isinstance(doc, dict) else None
+    if not isinstance(data, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in data):
+        return None
+    return [m["id"] for m in data]
 
+
+def check_api(env: Environment, timeout: float) -> Probe:
+    """The API lists the configured model on /v1/models (with the api_key when the file sets one)."""
+    model, url = env.endpoints.model, env.endpoints.api.rstrip("/")
+    auth = {"Authorization": f"Bearer {env.endpoints.api_key}"} if env.endpoints.api_key else {}
+    answer = get(url + "/v1/models", timeout, auth)
+    ids = model_ids(answer)
+    expected = f"expected /v1/models listing model {model!r}"
+    if ids is None:
+        why = " (the api_key was refused)" if answer.status in (401, 403) and auth else ""
+        return Probe("api endpoint", url, False, f"{expected}; got {answer.got()}{why}")
+    if model not in ids:
+        return Probe("api endpoint", url, False, f"{expected}; it lists {', '.join(map(repr, ids)) or 'no model'}")
+    return Probe("api endpoint", url, True, f"lists {model!r}")
+
+
+def check_gateway_admin(env: Environment, url: str, timeout: float) -> Probe:
+    """The reference gateway's /metrics, with the breaker's state series when the file names one."""
+    answer = get(url.rstrip("/") + "/metrics", timeout)
+    series = env.breaker.state_metric
+    expected = f"expected Prometheus metrics on /metrics{f' with {series}' if series else ''}"
+    if answer.status != 200 or (series and series.encode() not in answer.body):
+        got = answer.got() if answer.status != 200 else f"HTTP 200 without {series}"
+        return Probe("gateway admin", url, False, f"{expected}; got {got}")
+    return Probe("gateway admin", url, True, f"serves {series}" if series else "HTTP 200")
+
+
+def check_toxiproxy(env: Environment, timeout: float) -> list[Probe]:
+    """Toxiproxy's API answers /proxies with its proxy map, and every configured proxy is in it."""
+    assert env.toxiproxy is not None
+    api = env.toxiproxy.api
+    answer = get(api.rstrip("/") + "/proxies", timeout)
+    have = answer.json() if answer.status == 200 else None
+    if not isinstance(have, dict) or not all(isinstance(v, dict) and "upstream" in v for v in have.values()):
+        return [Probe("toxiproxy", api, False, f"expected Toxiproxy's GET /proxies (a JSON map of proxies); "
+                                               f"got {answer.got()}")]
+    out = [Probe("toxiproxy", api, True, f"{len(have)} proxies")]
+    for p in env.toxiproxy.proxies:
+        found = have.get(p.name)
+        out.append(Probe(f"toxiproxy proxy {p.name}", p.listen, found is not None,
+                         f"upstream {found['upstream']}" if found is not None
+                         else f"expected proxy {p.name!r} on {api}; it lists {', '.join(sorted(have)) or 'none'}"))
+    return out
+
+
+def check_fault_proxy(env: Environment, fp: FaultProxyConfig, timeout: float) -> Probe:
+    """The fault proxy answers GET /_chaos/health as itself and takes the configured token on /_chaos/rules."""
+    from chaos.faults.proxy_admin import token_ref
+
+    what, url = f"fault proxy {fp.name}", fp.admin_url
+    health = get(url + "/_chaos/health", timeout)
+    doc = health.json() if health.status == 200 else None
+    if not isinstance(doc, dict) or "upstream" not in doc or "rules" not in doc:
+        return Probe(what, url, False, f"expected the fault proxy's GET /_chaos/health (200, JSON with its upstream "
+                                       f"and rules); got {health.got()}")
+    ref = token_ref(env, fp)  # only now: an embedded stack's token file is made on first use
     try:
-        client = client_for(host)
-        client.api.timeout = timeout
-        client.ping()
-        return True, f"engine {client.version().get('Version', '?')}"
+        token = ref.value()
     except ChaosError as e:
-        return False, str(e).splitlines()[0]
-    except Exception as e:  # the SDK raises many kinds (ssh, socket, API); each is one line here
-        return False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        return Probe(what, url, False, f"expected a token to try on /_chaos/rules; {e}")
+    source = ref.file or (f"${ref.env}" if ref.env else "the file")
+    rules = get(url + "/_chaos/rules", timeout, {"Authorization": f"Bearer {token}"})
+    if rules.status != 200:
+        why = " (the token was refused)" if rules.status == 401 else ""
+        return Probe(what, url, False, f"expected GET /_chaos/rules to accept the token from {source}; "
+                                       f"got {rules.got()}{why}")
+    return Probe(what, url, True, f"upstream {doc['upstream']}, token from {source} accepted")
 
 
-def probe(env: Environment, *, timeout: float = 3.0,
-          docker: Callable[[str | None, float], tuple[bool, str]] = _docker,
+def check_replica(t: Target, timeout: float) -> Probe:
+    """A replica answers /health 200 and lists a model on /v1/models."""
+    url = f"http://{t.host}:{t.port}"
+    health = get(url + "/health", timeout)
+    if health.status != 200:
+        return Probe(f"replica {t.name}", url, False, f"expected /health 200; got {health.got()}")
+    models = get(url + "/v1/models", timeout)
+    ids = model_ids(models)
+    if not ids:
+        got = models.got() if ids is None else "an empty model list"
+        return Probe(f"replica {t.name}", url, False, f"expected /v1/models listing a model; got {got}")
+    return Probe(f"replica {t.name}", url, True, f"serves {', '.join(map(repr, ids))}")
+
+
+def check_dcgm(url: str, timeout: float) -> Probe:
+    """A dcgm-exporter serves DCGM_FI_* series on /metrics."""
+    answer = get(url.rstrip("/") + "/metrics", timeout)
+    if answer.status != 200 or b"DCGM_FI_" not in answer.body:
+        got = answer.got() if answer.status != 200 else "HTTP 200 without any DCGM_FI_ series"
+        return Probe("dcgm exporter", url, False, f"expected DCGM metrics (DCGM_FI_* series) on /metrics; got {got}")
+    return Probe("dcgm exporter", url, True, "serves DCGM_FI_* series")
+
+
+def probe(env: Environment, *, timeout: float = 3.0, docker: Callable[[str | None], Any] | None = None,
           worker: Callable[[str, str | None, float], tuple[bool, str]] | None = None) -> list[Probe]:
-    """Try every part of `env` once; the results in the order a request travels."""
-    out: list[Probe] = []
+    """Check every part of `env` once, in the order a request travels; `docker(host)` makes an engine's
+    client (chaos.targets.docker.client_for), `worker` checks a load host (a seam for tests)."""
+    from chaos.probe_docker import check_containers
+
     if worker is None:
         from chaos.load.placement import check_worker_host
 
         worker = check_worker_host
-
-    def http(what: str, url: str, path: str = "") -> bytes:
-        ok, detail, body = _http(url.rstrip("/") + path, timeout)
-        out.append(Probe(what, url, ok, detail))
-        return body
-
-    http("api endpoint", env.endpoints.api, "/v1/models")
+    out = [check_api(env, timeout)]
     if env.endpoints.gateway_admin:
-        http("gateway admin", env.endpoints.gateway_admin, "/metrics")
+        out.append(check_gateway_admin(env, env.endpoints.gateway_admin, timeout))
     if env.toxiproxy is not None:
-        body = http("toxiproxy", env.toxiproxy.api, "/proxies")
-        if out[-1].ok:
-            try:
-                have = set(json.loads(body or b"{}"))
-            except ValueError:
-                have = set()
-            for p in env.toxiproxy.proxies:
-                out.append(Probe(f"toxiproxy proxy {p.name}", p.listen, p.name in have,
-                                 "present" if p.name in have else f"missing on {env.toxiproxy.api}"))
-    for fp in env.fault_proxies:
-        http(f"fault proxy {fp.name}", fp.admin_url, "/_chaos/health")
+        out += check_toxiproxy(env, timeout)
+    out += [check_fault_proxy(env, fp, timeout) for fp in env.fault_proxies]
     if env.load.workers and env.load.worker_host not in (None, "", "local"):
-        ok, detail = worker(env.load.worker_host, env.load.worker_python, timeout)
+        ok, detail = worker(env.load.worker_host or "", env.load.worker_python, timeout)
         out.append(Probe("load host", env.load.worker_host or "", ok, detail))
-    engines: set[str | None] = set()  # each engine once, however many targets it runs
-    for t in env.targets:
-        http(f"replica {t.name}", f"http://{t.host}:{t.port}", "/health")
-        if t.kind == "docker" and t.docker_host not in engines:
-            engines.add(t.docker_host)
-            ok, detail = docker(t.docker_host, timeout)
-            out.append(Probe("docker engine", t.docker_host or "local", ok, detail))
+    out += [check_replica(t, timeout) for t in env.targets]
+    out += check_containers(env, timeout, client=docker)
+    if env.telemetry.dcgm_url:
+        out.append(check_dcgm(env.telemetry.dcgm_url, timeout))
     return out
 
 
 def format_probes(env: Environment, probes: list[Probe]) -> list[str]:
-    """One line per part; failures say host and cause. An embedded stack that is down is one hint."""
+    """One line per part; failures say what was expected. An embedded stack that is down is one hint."""
     lines = [f"{'ok' if p.ok else 'FAIL':<4}  {p.what}: {p.address} ({p.detail})" for p in probes]
-    if env.embedded != "none" and probes and not any(p.ok for p in probes if p.what != "docker engine"):
+    down = [p for p in probes if not p.what.startswith("docker engine")]
+    if env.embedded != "none" and down and not any(p.ok for p in down):
         lines.append(f"note: {env.name} is an embedded stack and it is not running: `chaos env up --env {env.name}` "
                      "starts it (a pytest run starts it by itself)")
     return lines

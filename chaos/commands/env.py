@@ -23,13 +23,13 @@ def list_envs() -> None:
 
 @env_app.command("check")
 def check(env: str = EnvOption,
-          probe: bool = typer.Option(False, "--probe", help="connect to every endpoint, engine, Toxiproxy and proxy"),
+          probe: bool = typer.Option(False, "--probe", help="check each part is what the file says"),
           allow_destructive: bool = typer.Option(False, "--allow-destructive", envvar="CHAOS_ALLOW_DESTRUCTIVE",
                                                  help="plan as a run with --allow-destructive would"),
           timeout: float = typer.Option(3.0, "--timeout", min=0.1, help="seconds per probe")) -> None:
     """Validate an environment file; print which suites will run, skip (and why) or be refused.
 
-    With --probe, first try every part the file names; exit 1 when any of them fails."""
+    With --probe, first check each part the file names is what the file says; exit 1 when any fails."""
     from chaos.plan import format_plan, plan
 
     e = load(env)

@@ -6,10 +6,10 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
 from pydantic import ValidationError
 
 from chaos.errors import ConfigError
+from chaos.env import schema_errors
 from chaos.env.model import Environment
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -50,7 +50,15 @@ def resolve_path(name_or_path: str, env_dir: Path | None = None) -> Path:
     return p
 
 
-def expand_vars(value: Any, environ: Mapping[str, str], where: str = "") -> Any:
+class UnsetVariable(ConfigError):
+    """A ${VAR} without a value or default; `loc` is where it is written (for the file's line)."""
+
+    def __init__(self, message: str, loc: tuple[str | int, ...]) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
+def expand_vars(value: Any, environ: Mapping[str, str], where: str = "", *, loc: tuple[str | int, ...] = ()) -> Any:
     """Replace ${VAR} and ${VAR:-default} in every string, recursively."""
     if isinstance(value, str):
         def sub(m: re.Match[str]) -> str:
@@ -59,29 +67,18 @@ def expand_vars(value: Any, environ: Mapping[str, str], where: str = "") -> Any:
                 return environ[name]
             if default is not None:
                 return default
-            raise ConfigError(f"{where or 'value'}: environment variable ${{{name}}} is not set")
+            raise UnsetVariable(f"{where or 'value'}: environment variable ${{{name}}} is not set", loc)
         return _VAR.sub(sub, value)
     if isinstance(value, dict):
-        return {k: expand_vars(v, environ, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [expand_vars(v, environ, f"{where}[{i}]") for i, v in enumerate(value)]
+        return {k: expand_vars(v, environ, f"{where}.{k}" if where else str(k), loc=(*loc, k)) for k, v in value.items()}
+    if isinstance(value, list):  # a named item by its name, as schema errors name it
+        return [expand_vars(v, environ, f"{where}[{_name_or(v, i)}]", loc=(*loc, i)) for i, v in enumerate(value)]
     return value
 
 
-def _format_validation(path: Path, err: ValidationError) -> str:
-    e = err.errors()[0]
-    loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-    found = e.get("input")
-    found_s = repr(found) if not isinstance(found, dict) else "a mapping"
-    if len(found_s) > 60:
-        found_s = found_s[:57] + "..."
-    more = f" (+{len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
-    msg = e["msg"]
-    if e["type"] == "missing":
-        return f"{path}: {loc}: required field is missing{more}"
-    if e["type"] == "extra_forbidden":
-        return f"{path}: {loc}: unknown field{more}"
-    return f"{path}: {loc}: {msg}; found {found_s}{more}"
+def _name_or(item: Any, index: int) -> str | int:
+    name = item.get("name") if isinstance(item, dict) else None
+    return name if isinstance(name, str) and name else index
 
 
 _LOOPBACK_PORT = re.compile(r"((?:^|//|\b)(?:127\.\d+\.\d+\.\d+|localhost)):(\d+)")
@@ -120,21 +117,17 @@ def shift_ports(value: Any, offset: int, key: str = "") -> Any:
 def parse(text: str, source: str | Path, environ: Mapping[str, str] | None = None) -> Environment:
     """Parse YAML text into an Environment; errors name `source`."""
     path = Path(source)
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        line = f":{mark.line + 1}" if mark else ""
-        problem = (e.problem or e.context or "syntax error").strip()
-        raise ConfigError(f"{path}{line}: YAML syntax error: {problem}") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: YAML error: {str(e).splitlines()[0]}") from None
+    node, raw = schema_errors.compose(text, path)  # the nodes give each schema error its line
     if raw is None:
         raise ConfigError(f"{path}: file is empty; expected a mapping with at least 'name' and 'endpoints'")
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, found {type(raw).__name__}")
     environ = os.environ if environ is None else environ
-    raw = expand_vars(raw, environ)
+    try:
+        raw = expand_vars(raw, environ)
+    except UnsetVariable as e:
+        line = schema_errors.line_of(node, e.loc)
+        raise ConfigError(f"{path}{f':{line}' if line else ''}: {e}") from None
     raw.setdefault("name", path.stem)
     offset = port_offset(environ, str(path))
     if offset:  # a shifted stack keeps its own state (pidfiles, logs, ledger)
@@ -143,7 +136,7 @@ def parse(text: str, source: str | Path, environ: Mapping[str, str] | None = Non
     try:
         env = Environment.model_validate(raw)
     except ValidationError as e:
-        raise ConfigError(_format_validation(path, e)) from None
+        schema_errors.raise_for(path, node, raw, e)
     except (TypeError, ValueError) as e:  # a validator hit something odd, e.g. unhashable keys
         raise ConfigError(f"{path}: invalid value: {str(e).splitlines()[0]}") from None
     env.state_dir = str(state_dir_for(env.state_dir, path))

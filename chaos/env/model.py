@@ -1,9 +1,18 @@
 """The Environment: what to hurt, how to reach it, and what counts as healthy."""
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, model_validator
+
+from chaos.env.addresses import DockerHost, HostPort, HttpUrl, WorkerHost
+from chaos.env.schema_errors import FieldProblems
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+# Docker's policies (a process target's unless-stopped is always: only the harness stops it); YAML 1.1
+# reads a bare `no` as false, and `restart_policy: no` is what a Compose user writes
+RestartPolicy = Annotated[Literal["always", "on-failure", "no", "unless-stopped"],
+                          BeforeValidator(lambda v: "no" if v is False else v)]
 
 
 class _Strict(BaseModel):
@@ -13,8 +22,8 @@ class _Strict(BaseModel):
 class Endpoints(_Strict):
     """Where clients send requests (usually through Toxiproxy) and where the admin APIs live."""
 
-    api: str = Field(description="base URL clients call, e.g. http://127.0.0.1:18000")
-    gateway_admin: str | None = None
+    api: HttpUrl = Field(description="base URL clients call, e.g. http://127.0.0.1:18000")
+    gateway_admin: HttpUrl | None = None
     model: str = "sim-model"
     api_key: str | None = None
     # the path a health prober GETs at `api` without credentials: vLLM's and the reference gateway's
@@ -27,14 +36,14 @@ class ToxiproxyProxy(_Strict):
     """One Toxiproxy proxy: listen address -> upstream address."""
 
     name: str
-    listen: str
-    upstream: str
+    listen: HostPort
+    upstream: HostPort
 
 
 class ToxiproxyConfig(_Strict):
     """The Toxiproxy API and the proxies the harness owns."""
 
-    api: str = "http://127.0.0.1:8474"
+    api: HttpUrl = "http://127.0.0.1:8474"
     proxies: list[ToxiproxyProxy] = []
 
 
@@ -42,23 +51,14 @@ class FaultProxyConfig(_Strict):
     """One HTTP/SSE fault proxy (`chaos-faultproxy`) in front of a replica: listen address -> upstream URL."""
 
     name: str
-    listen: str = Field(description="HOST:PORT the proxy listens on (what the gateway or toxiproxy calls)")
-    upstream: str = Field(description="the replica's base URL, e.g. http://127.0.0.1:18201")
+    listen: HostPort = Field(description="HOST:PORT the proxy listens on (what the gateway or toxiproxy calls)")
+    upstream: HttpUrl = Field(description="the replica's base URL, e.g. http://127.0.0.1:18201")
     token_env: str = Field("CHAOS_PROXY_TOKEN", description="variable holding the admin token (remote proxies)")
     token_file: str | None = Field(None, description="file holding the admin token (wins over token_env)")
 
     @property
     def admin_url(self) -> str:
         return f"http://{self.listen}"
-
-    @model_validator(mode="after")
-    def _addresses(self) -> "FaultProxyConfig":
-        host, sep, port = self.listen.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"fault proxy {self.name!r}: listen must be HOST:PORT, got {self.listen!r}")
-        if not self.upstream.startswith(("http://", "https://")):
-            raise ValueError(f"fault proxy {self.name!r}: upstream must be an http:// URL, got {self.upstream!r}")
-        return self
 
 
 class SimulatorOptions(_Strict):
@@ -95,21 +95,21 @@ class Target(_Strict):
     name: str
     kind: Literal["process", "docker"]
     host: str = "127.0.0.1"
-    port: int = Field(ge=1, le=65535)
+    port: Port
     pool: Literal["stable", "canary"] = "stable"
     tp_size: int = Field(1, ge=1, le=64)
-    rank_ports: list[int] = Field([], description="ports the TP rank workers listen on (tp_size - 1)")
+    rank_ports: list[Port] = Field([], description="ports the TP rank workers listen on (tp_size - 1)")
     serve_proxy: str | None = Field(None, description="toxiproxy proxy in front of the replica's API")
     fault_proxy: str | None = Field(None, description="HTTP fault proxy in front of the replica (fault_proxies)")
     rank_proxies: list[str] = Field([], description="toxiproxy proxies the engine dials to reach each rank")
-    restart_policy: Literal["always", "on-failure", "no"] = "always"
+    restart_policy: RestartPolicy = "always"
     restart_delay_s: float = Field(0.5, ge=0)
     command: list[str] = []
     simulator: SimulatorOptions | None = None
     vllm: VllmOptions | None = None
     image: str | None = None
     container_name: str | None = None
-    docker_host: str | None = None
+    docker_host: DockerHost | None = None
     gpus: int | Literal["all"] = 0
     ipc_host: bool = False
     shm_size: str | None = None
@@ -169,7 +169,7 @@ class GatewayConfig(_Strict):
     config rendered from the environment (chaos.stack.thirdparty)."""
 
     kind: Literal["reference", "nginx", "haproxy", "litellm"] = "reference"
-    listen: str = "127.0.0.1:18100"
+    listen: HostPort = "127.0.0.1:18100"
     admin_token: str | None = None
     nginx: NginxGateway = NginxGateway()
     haproxy: HaproxyGateway = HaproxyGateway()
@@ -263,8 +263,8 @@ class LoadProfile(_Strict):
                                                                  "mixed-script text (the seed: load data has them)")
     stream: bool = True
     workers: int = Field(0, ge=0, description="Locust workers sharing the load (0: one local process)")
-    worker_host: str | None = Field(None, description="where the workers run: local, a lab host (lab-load) "
-                                                      "or ssh://[user@]host[:port] (chaos/load/placement.py)")
+    worker_host: WorkerHost | None = Field(None, description="where the workers run: local, a lab host (lab-load) "
+                                                             "or ssh://[user@]host[:port] (chaos/load/placement.py)")
     worker_python: str | None = Field(None, description="the harness's Python on an ssh:// worker host "
                                                         "(default: the same path as here)")
 
@@ -301,7 +301,7 @@ class Telemetry(_Strict):
     """Where GPU telemetry comes from: NVML on this host first, else a DCGM exporter's /metrics."""
 
     gpu_index: int = Field(0, ge=0, description="the GPU NVML (or the exporter's `gpu` label) reads")
-    dcgm_url: str | None = Field(None, description="a dcgm-exporter base URL, for GPUs on another host")
+    dcgm_url: HttpUrl | None = Field(None, description="a dcgm-exporter base URL, for GPUs on another host")
 
 
 class Environment(_Strict):
@@ -339,19 +339,27 @@ class Environment(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> "Environment":
+        problems: list[tuple[tuple[str | int, ...], str]] = []  # every one, each where it is in the file
         names = [t.name for t in self.targets]
-        dup = {n for n in names if names.count(n) > 1}
-        if dup:
-            raise ValueError(f"target names must be unique, repeated: {sorted(dup)}")
-        proxies = {p.name for p in (self.toxiproxy.proxies if self.toxiproxy else [])}
-        for t in self.targets:
-            for ref in [t.serve_proxy, *t.rank_proxies]:
+        proxies = [p.name for p in (self.toxiproxy.proxies if self.toxiproxy else [])]
+        fault_proxies = [p.name for p in self.fault_proxies]
+        for i, t in enumerate(self.targets):
+            if names.count(t.name) > 1:
+                problems.append((("targets", i, "name"), f"target name {t.name!r} is repeated (names must be unique)"))
+            refs = [("serve_proxy", t.serve_proxy), *((("rank_proxies", j), r) for j, r in enumerate(t.rank_proxies))]
+            for field, ref in refs:
                 if ref and ref not in proxies:
-                    raise ValueError(f"target {t.name!r} names toxiproxy proxy {ref!r}, which is not defined")
-            if t.fault_proxy and t.fault_proxy not in {p.name for p in self.fault_proxies}:
-                raise ValueError(f"target {t.name!r} names fault proxy {t.fault_proxy!r}, which is not defined")
+                    problems.append((("targets", i, *((field,) if isinstance(field, str) else field)),
+                                     f"names toxiproxy proxy {ref!r}, which is not defined "
+                                     f"(toxiproxy.proxies: {', '.join(proxies) or 'none'})"))
+            if t.fault_proxy and t.fault_proxy not in fault_proxies:
+                problems.append((("targets", i, "fault_proxy"), f"names fault proxy {t.fault_proxy!r}, which is not "
+                                 f"defined (fault_proxies: {', '.join(fault_proxies) or 'none'})"))
             if t.rank_ports and len(t.rank_ports) != t.tp_size - 1:
-                raise ValueError(f"target {t.name!r}: rank_ports needs tp_size - 1 = {t.tp_size - 1} entries")
+                problems.append((("targets", i, "rank_ports"),
+                                 f"needs tp_size - 1 = {t.tp_size - 1} entries, found {len(t.rank_ports)}"))
+        if problems:
+            raise FieldProblems(problems)
         return self
 
     def fault_proxy_of(self, target: str) -> FaultProxyConfig | None:

@@ -19,9 +19,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from chaos.env import schema_errors
 from chaos.errors import ConfigError
 from chaos.experiment.hypothesis import Hypothesis, error_rate_below, goodput_above, p99_below
 from chaos.experiment.runner import AbortLimits, Experiment, recovered
@@ -122,22 +122,6 @@ class Plan(_Strict):
     experiments: list[PlanExperiment] = Field(..., min_length=1)
 
 
-def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
-    """The 1-based line of the YAML node at pydantic location `loc` (the deepest one found)."""
-    line = node.start_mark.line + 1 if node is not None else None
-    for key in loc:
-        if isinstance(node, yaml.MappingNode):
-            node = next((v for k, v in node.value if getattr(k, "value", None) == key), None)
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            node = node.value[key]
-        else:
-            break
-        if node is None:
-            break
-        line = node.start_mark.line + 1
-    return line
-
-
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -150,25 +134,13 @@ def parse_yaml_model(text: str, source: str | Path, model: type[M], expected: st
     """`text` validated as `model`; every failure is one ConfigError line naming file:line and the
     field (plans, fault schedules: anything a person writes by hand)."""
     path = Path(source)
-    try:
-        node = yaml.compose(text)
-        raw = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        raise ConfigError(f"{path}{f':{mark.line + 1}' if mark else ''}: YAML syntax error: "
-                          f"{(e.problem or e.context or 'syntax error').strip()}") from None
+    node, raw = schema_errors.compose(text, path)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected {expected}, found {'nothing' if raw is None else type(raw).__name__}")
     try:
         return model.model_validate(raw)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = tuple(err["loc"])
-        line = _line_of(node, loc if err["type"] != "missing" else loc[:-1])
-        field = ".".join(str(p) for p in loc) or "(top level)"
-        what = {"missing": "required field is missing", "extra_forbidden": "unknown field"}.get(
-            err["type"], str(err["msg"]).removeprefix("Value error, "))
-        raise ConfigError(f"{path}{f':{line}' if line else ''}: {field}: {what}") from None
+        schema_errors.raise_for(path, node, raw, e)
 
 
 def load_plan(path: str | Path) -> Plan:

@@ -15,7 +15,6 @@ from chaos.targets import _proc, titles
 from chaos.targets.base import http_health, wait_until
 
 
-
 def _unblock_signals() -> None:
     # a child inherits the signal mask; a fault may spawn (restart) while SIGINT/SIGTERM are held
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
@@ -37,15 +36,18 @@ def lower_priority(nice: int) -> None:
         pass
 
 
+RESTART_POLICIES = ("always", "unless-stopped", "on-failure", "no")  # Docker's names
+
+
 class ProcessTarget:
-    """Runs `command` in its own process group and restarts it per policy (always/on-failure/no)."""
+    """Runs `command` in its own process group and restarts it per policy (Docker's: always, unless-stopped, on-failure, no)."""
 
     def __init__(self, name: str, command: list[str], *, host: str = "127.0.0.1", port: int,
                  restart_policy: str = "always", restart_delay_s: float = 0.5, state_dir: str | os.PathLike[str] = ".state",
                  run_id: str = "local", env: dict[str, str] | None = None, health_path: str = "/health",
                  nice: int = 0, sleep: Callable[[float], None] = time.sleep) -> None:
-        if restart_policy not in ("always", "on-failure", "no"):
-            raise TargetError(f"restart_policy must be always|on-failure|no, got {restart_policy!r}", target=name)
+        if restart_policy not in RESTART_POLICIES:
+            raise TargetError(f"restart_policy must be {'|'.join(RESTART_POLICIES)}, got {restart_policy!r}", target=name)
         self.name, self.command, self.host, self.port = name, list(command), host, port
         self.restart_policy, self.restart_delay_s = restart_policy, restart_delay_s
         self.state_dir, self.run_id, self.env, self.health_path = Path(state_dir), run_id, dict(env or {}), health_path
@@ -126,7 +128,10 @@ class ProcessTarget:
                 # like a container runtime when PID 1 exits: what the main process left behind goes too
                 # (a killed VLLM::EngineCore orphans its workers, which hold memory and /dev/shm for seconds)
                 _proc.kill_group(proc.pid, timeout=5.0, sleep=self._sleep)
-                again = self.restart_policy == "always" or (self.restart_policy == "on-failure" and rc != 0)
+                # unless-stopped is always here: the one who stops it is the harness (stop()), and then no
+                # supervisor is left to restart it; Docker's difference (a daemon restart) has no twin here
+                again = self.restart_policy in ("always", "unless-stopped") or (
+                    self.restart_policy == "on-failure" and rc != 0)
                 if not again:
                     self._proc = None
                     return

@@ -101,7 +101,7 @@ class _Ok(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802
         self.send_response(200)
         self.end_headers()
-        self.wfile.write(b"{}")
+        self.wfile.write(b'{"object": "list", "data": [{"id": "sim-model", "object": "model"}]}')
 
     def log_message(self, *a) -> None:
         pass
@@ -120,7 +120,7 @@ def test_probe_reports_each_failure_in_one_line_naming_the_host(tmp_path, api_se
     extra = (f'fault_proxies: [{{name: fp-1, listen: "127.0.0.1:{dead}", upstream: "http://127.0.0.1:8000"}}]')
     env = _env(tmp_path, api=api_server, extra=extra)
     results = {p.what: p for p in probe(env, timeout=1.0)}
-    assert results["api endpoint"].ok and results["api endpoint"].detail == "HTTP 200"
+    assert results["api endpoint"].ok and results["api endpoint"].detail == "lists 'sim-model'"
     assert not results["fault proxy fp-1"].ok and "Connection refused" in results["fault proxy fp-1"].detail
     assert not results["docker engine"].ok and results["docker engine"].address == "unix:///nonexistent.sock"
     r = chaos("env", "check", "--env", str(tmp_path / "bare.yaml"), "--probe", "--timeout", "1")

@@ -20,24 +20,33 @@ experiments:
 
 
 @pytest.mark.parametrize("text,expected", [
-    (GOOD.replace("    hold_s: 5", "    hold_s: -5"), "plan.yaml:5: experiments.0.hold_s: Input should be greater than 0"),
-    (GOOD.replace("    hold_s: 5", "    hold: 5"), "plan.yaml:5: experiments.0.hold: unknown field"),
-    (GOOD.replace("  - name: one\n", "  - fault_s: 1\n"), "plan.yaml:3: experiments.0.name: required field is missing"),
+    (GOOD.replace("    hold_s: 5", "    hold_s: -5"), "plan.yaml:5: experiments[one].hold_s: Input should be greater than 0"),
+    (GOOD.replace("    hold_s: 5", "    hold: 5"), "plan.yaml:5: experiments[one].hold: unknown field"),
+    (GOOD.replace("  - name: one\n", "  - fault_s: 1\n"), "plan.yaml:3: experiments[0].name: required field is missing"),
     (GOOD.replace("name: unit plan\n", ""), "plan.yaml:1: name: required field is missing"),
     ("name: x\nexperiments: []\n", "plan.yaml:2: experiments: List should have at least 1 item"),
     ("name: x\nexperiments: [\n", "plan.yaml:3: YAML syntax error"),
     ("- just\n- a list\n", "plan.yaml: expected a mapping with 'name' and 'experiments', found list"),
     (GOOD + "hypothesis: {error_rate_below: 2}\n", "plan.yaml:6: hypothesis.error_rate_below: Input should be less"),
-    (GOOD + "    release: {canary_weight: 0.1}\n", "plan.yaml:3: experiments.0: give a fault or a release stage, not both"),
-    (GOOD + "    gate: {min_pairs: 5}\n", "plan.yaml:3: experiments.0: a gate judges a release stage: give `release` too"),
+    (GOOD + "    release: {canary_weight: 0.1}\n", "plan.yaml:3: experiments[one]: give a fault or a release stage, not both"),
+    (GOOD + "    gate: {min_pairs: 5}\n", "plan.yaml:3: experiments[one]: a gate judges a release stage: give `release` too"),
     (GOOD.replace("    fault: {kind: http-error, target: replica-c, status: 500, fraction: 0.02}",
                   "    release: {canary_weight: 0, mirror: 1.5}"),
-     "plan.yaml:4: experiments.0.release.mirror: Input should be less than or equal to 1"),
+     "plan.yaml:4: experiments[one].release.mirror: Input should be less than or equal to 1"),
 ])
 def test_a_bad_plan_is_one_line_naming_file_line_and_field(text, expected):
     with pytest.raises(ConfigError) as e:
         parse_plan(text, "plan.yaml")
-    assert str(e.value).startswith(expected) and "\n" not in str(e.value), str(e.value)
+    lines = str(e.value).splitlines()
+    assert lines[0].startswith(expected) and all(line.startswith("plan.yaml") for line in lines), lines
+
+
+def test_every_error_of_a_plan_is_listed_with_its_experiment_by_name():
+    text = GOOD.replace("    hold_s: 5", "    hold_s: -5") + "  - name: two\n    hold: 1\n"
+    with pytest.raises(ConfigError) as e:
+        parse_plan(text, "plan.yaml")
+    assert str(e.value).splitlines() == ["plan.yaml:5: experiments[one].hold_s: Input should be greater than 0; found -5",
+                                         "plan.yaml:7: experiments[two].hold: unknown field"], str(e.value)
 
 
 def test_an_unreadable_plan_is_one_line(tmp_path):

@@ -105,6 +105,10 @@ def test_env_check_probe_on_the_lab_prints_the_suite_table(deployed) -> None:
     out = r.stdout + r.stderr
     assert r.returncode == 0 and "Traceback" not in out, out
     assert "docker engine" in out and "ok" in out.lower()
+    # identity over SSH: each container exists on the GPU host's engine with the file's restart policy
+    for t in env.targets:
+        assert f"ok    container of {t.name}: {t.container_name} on {t.docker_host} (running, restart policy " \
+               f"{t.restart_policy})" in out, out
     for suite in ("smoke", "recovery", "network"):
         assert suite in out, out
 

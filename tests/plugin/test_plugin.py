@@ -74,7 +74,7 @@ def test_destructive_refused_on_protected(project: pytest.Pytester) -> None:
     [
         ("nope", "*--env nope: unknown environment (available: broken, invalid, local, staging)*"),
         ("broken", "*broken.yaml:*YAML syntax error*"),
-        ("invalid", "*invalid.yaml: endpoints.api*"),
+        ("invalid", "*invalid.yaml:2: endpoints.api*"),
         ("missing/file.yaml", "*missing/file.yaml: environment file not found*"),
     ],
 )
@@ -83,6 +83,8 @@ def test_bad_env_is_one_line_usage_error(project: pytest.Pytester, env: str, exp
     r = project.runpytest("--env", env)
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     r.stderr.fnmatch_lines([expect])
+    if env == "invalid":  # every error of the file, each on its line
+        r.stderr.fnmatch_lines(["*invalid.yaml:3: retry.min_interval_s: Input should be greater than or equal to 0.5*"])
     assert "Traceback" not in r.stderr.str() + r.stdout.str()
 
 

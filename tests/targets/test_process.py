@@ -66,7 +66,8 @@ def test_nice_lowers_the_process_and_its_autogroup_and_survives_a_restart(make_p
 
 
 @pytest.mark.parametrize("policy,code,restarts", [("always", 0, True), ("on-failure", 0, False),
-                                                   ("on-failure", 3, True), ("no", 3, False)])
+                                                   ("on-failure", 3, True), ("no", 3, False),
+                                                   ("unless-stopped", 0, True)])
 def test_restart_policies(make_proc, policy, code, restarts):
     t = make_proc("--exit-after", "0.3", str(code), policy=policy)
     t.start()
@@ -78,6 +79,19 @@ def test_restart_policies(make_proc, policy, code, restarts):
         time.sleep(0.3)
         assert t.restart_count() == 0
     assert ("exit", code) in [(e[1], e[2]) for e in t.events]
+
+
+def test_unless_stopped_restarts_a_crash_but_not_a_stop(make_proc):
+    """Docker's unless-stopped: a crash comes back, what the harness stopped stays stopped."""
+    t = make_proc(policy="unless-stopped")
+    t.start()
+    t.wait_healthy(10)
+    old = t.pid()
+    t.kill(signal.SIGKILL)
+    _wait(lambda: t.restart_count() == 1 and t.pid() not in (None, old))
+    t.stop()
+    time.sleep(0.5)  # five restart delays
+    assert not t.is_running() and t.restart_count() == 1
 
 
 def test_kill_is_restarted_by_supervisor_and_restart_counts(make_proc):
