@@ -229,7 +229,8 @@ def test_an_absolute_state_dir_is_kept_and_the_port_offset_still_moves_it(tmp_pa
     f = _in(tmp_path, "envs", "abs", str(tmp_path / "s"))
     assert load(str(f), environ={}).state_dir == str(tmp_path / "s")
     assert load(str(f), environ={"CHAOS_PORT_OFFSET": "5"}).state_dir == str(tmp_path / "s-port+5")
-    rel = _in(tmp_path, "envs", "rel", "st")
+    rel = tmp_path / "envs" / "rel.yaml"  # a port a negative offset can move and stay a port
+    rel.write_text(MINIMAL.replace(":1'", ":18000'") + "state_dir: st\n")
     assert load(str(rel), environ={"CHAOS_PORT_OFFSET": "-5"}).state_dir == str(tmp_path / "envs" / "st-port-5")
 
 
