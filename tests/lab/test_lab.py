@@ -138,6 +138,7 @@ def test_the_hosts_reach_each_other_through_the_router_only_inside_the_lab(lab) 
 
 
 def test_down_leaves_nothing_and_up_comes_back(lab) -> None:
+    from chaos import lab_hostfs
     from chaos.lab import FORWARD_RULE, HOSTS
 
     engine = lab._pid("dockerd")
@@ -149,9 +150,10 @@ def test_down_leaves_nothing_and_up_comes_back(lab) -> None:
     assert not any(f"-f {lab.state}" in p or "/etc/chaos-lab/sshd_config" in p for p in _cmdlines()), \
         "no sshd of the lab left"
     assert subprocess.run(["iptables", "-C", *FORWARD_RULE], capture_output=True).returncode != 0
-    mounts = open("/proc/self/mountinfo").read()
-    assert "chaos-lab" not in mounts and "/run/netns " not in mounts, "no namespace file or host filesystem left"
-    assert not os.path.exists("/run/chaos-lab")
+    points = [line.split()[4] for line in open("/proc/self/mountinfo")]
+    left = [p for p in points if p.startswith((str(lab_hostfs.NS_DIR), "/run/netns/chaos-lab-", "/var/run/netns/"))]
+    assert not left, f"namespace files or host filesystems left: {left}"
+    assert not lab_hostfs.NS_DIR.exists()
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert not any(h.veth in links for h in HOSTS)
     assert lab.down() == []  # idempotent
