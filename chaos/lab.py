@@ -13,7 +13,13 @@ runs its own Docker engine inside its namespace (own data root, exec root and co
 container with host networking serves on the GPU host's address, not on the harness's machine.
 Every address is inside the 10.231.0.0/16 the lab creates; nothing else is ever aimed at.
 
-`chaos lab up` / `chaos lab down` (idempotent); the state lives in `.state/lab/`.
+Each host also has its own root filesystem (chaos/lab_hostfs.py): what it writes (request logs, its
+services' logs and pid files, the engine's data) stays on it, so the harness learns of it only over
+the network, as it would from staging. The lab's own provisioning (the hosts' sshd configs and keys,
+the images, the fault proxies' tokens) is put onto the hosts as a deploy tool would.
+
+`chaos lab up` / `chaos lab down` (idempotent); the harness's side of the state (the lab's client
+key, ssh_config, the pids it started) lives in `.state/lab/`.
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from chaos import lab_hostfs as hostfs
 from chaos.errors import StackError
 from chaos.targets import _proc
 
@@ -60,7 +67,9 @@ SSH_HOSTS = (GPU, LOAD)  # reached over SSH: Docker on the GPU host, Locust work
 NETWORK = f"{PREFIX}.0.0/16"
 # Docker sets the FORWARD policy to DROP; this one rule (removed by `down`) lets the hosts talk
 FORWARD_RULE = ["FORWARD", "-s", NETWORK, "-d", NETWORK, "-m", "comment", "--comment", "llm-chaos-lab", "-j", "ACCEPT"]
-ENGINE_SOCKET = "/run/chaos-lab/gpu/docker.sock"
+ENGINE_SOCKET = "/run/chaos-lab/gpu/docker.sock"  # on the GPU host
+HOST_ETC = "/etc/chaos-lab"  # on each SSH host: its sshd's config, host key and authorized keys
+HOST_DIRS = {"gpu": ("/run/sshd", "/run/chaos-lab/gpu"), "load": ("/run/sshd",)}  # made on each host's own /run
 
 
 def _run(*cmd: str, check: bool = True, ns: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -114,30 +123,33 @@ class Lab:
 
     # -- the GPU host: sshd and its Docker engine ------------------------------------------------
     def _keys(self) -> None:
+        """The lab's client key and host key here (kept across ups, so known_hosts stays true); each SSH
+        host gets its sshd's config, the host key and the authorized key on its own filesystem."""
         self.state.mkdir(parents=True, exist_ok=True)
         for path in (self.key, self.state / "host_ed25519"):
             if not path.exists():
                 _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "llm-chaos-lab", "-f", str(path))
-        (self.state / "authorized_keys").write_text(Path(f"{self.key}.pub").read_text())
         host_pub = Path(f"{self.state / 'host_ed25519'}.pub").read_text().split()
         (self.state / "known_hosts").write_text("".join(f"{h.address} {host_pub[0]} {host_pub[1]}\n" for h in SSH_HOSTS))
         self.ssh_config.write_text(
             f"Host {' '.join(h.address for h in SSH_HOSTS)}\n  User root\n  IdentityFile {self.key}\n"
             f"  IdentitiesOnly yes\n  UserKnownHostsFile {self.state / 'known_hosts'}\n  StrictHostKeyChecking yes\n")
         for h in SSH_HOSTS:  # the GPU host's forwards the engine's socket; the load host's, its master's port
-            self._sshd_config(h).write_text(
-                f"ListenAddress {h.address}\nPort 22\nHostKey {self.state / 'host_ed25519'}\n"
-                f"AuthorizedKeysFile {self.state / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
-                "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
-                f"PidFile {self.state / self._sshd_name(h)}.pid\nAllowStreamLocalForwarding yes\n"
-                "AllowTcpForwarding yes\n")
+            hostfs.put(h, f"{HOST_ETC}/host_ed25519", (self.state / "host_ed25519").read_bytes())
+            hostfs.put(h, f"{HOST_ETC}/authorized_keys", Path(f"{self.key}.pub").read_bytes(), 0o644)
+            hostfs.put(h, self._sshd_config(h), (
+                f"ListenAddress {h.address}\nPort 22\nHostKey {HOST_ETC}/host_ed25519\n"
+                f"AuthorizedKeysFile {HOST_ETC}/authorized_keys\nPermitRootLogin prohibit-password\n"
+                "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
+                "PidFile /run/sshd-lab.pid\nAllowStreamLocalForwarding yes\nAllowTcpForwarding yes\n").encode(), 0o644)
 
     @staticmethod
     def _sshd_name(h: Host) -> str:
         return "sshd" if h is GPU else f"sshd-{h.name}"
 
-    def _sshd_config(self, h: Host) -> Path:
-        return self.state / f"{self._sshd_name(h)}_config"
+    @staticmethod
+    def _sshd_config(h: Host) -> str:  # on the host's own filesystem
+        return f"{HOST_ETC}/sshd_config"
 
     def ssh_ok(self, h: Host) -> bool:
         """Whether the lab's key logs in to host `h` (as the harness will)."""
@@ -148,18 +160,29 @@ class Lab:
         return self.state / f"{name}.lab-pid"
 
     def spawn(self, name: str, cmd: list[str], host: Host | None = None, env: dict[str, str] | None = None) -> int:
-        """Run `cmd` on a lab host in its own session, logging to the state dir; a running one of
-        the same name is kept (up is idempotent). Its pid; `down` stops it."""
-        pidfile = self._pidfile(name)
+        """Run `cmd` on a lab host in its own session, in the working directory's path as that host sees
+        it, logging to the host's own /var/log/chaos-lab; a running one of the same name is kept (up is
+        idempotent). Its pid; `down` stops it."""
+        h = host or GPU
         if (pid := self._pid(name)) is not None and _proc.alive(pid):
             return pid
-        log = open(self.state / f"{name}.log", "ab")
-        # nsenter, not `ip netns exec`: that also remounts /sys, which hides the cgroup mounts dockerd needs
-        p = subprocess.Popen(["nsenter", f"--net=/var/run/netns/{(host or GPU).netns}", *cmd], stdout=log,
-                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                             env={**os.environ, **(env or {})})
-        pidfile.write_text(str(p.pid))
+        # nsenter, not `ip netns exec`: that also remounts /sys, which hides the cgroup mounts dockerd
+        # needs; both namespaces, so the host's network and its own filesystem (sh execs cmd: same pid)
+        p = subprocess.Popen([*hostfs.enter(h), *hostfs.in_dir(os.getcwd(), self.host_log(name), cmd)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                             start_new_session=True, env={**os.environ, **(env or {})})
+        self._pidfile(name).write_text(f"{p.pid} {h.name}\n")
         return p.pid
+
+    @staticmethod
+    def host_log(name: str) -> str:
+        """Where what spawn(name) prints goes, on its host."""
+        return f"{hostfs.LOG_DIR}/{name}.log"
+
+    def _host_of(self, name: str) -> Host:
+        pidfile = self._pidfile(name)
+        words = pidfile.read_text().split() if pidfile.exists() else []
+        return next((h for h in HOSTS if words[1:] == [h.name]), GPU)
 
     def stop(self, name: str) -> bool:
         """Stop what spawn(name) started (its whole session); whether it was running."""
@@ -173,18 +196,19 @@ class Lab:
         return running
 
     def wait_up(self, what: str, ok: Callable[[], object], timeout: float = 60.0) -> None:
-        """Poll `ok()` until true; else a StackError with the last line of `what`'s log in the state dir."""
+        """Poll `ok()` until true; else a StackError with the last line of `what`'s log on its host."""
         deadline = time.monotonic() + timeout
         while not ok():
             if time.monotonic() > deadline:
-                log = self.state / f"{what}.log"
-                tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
-                raise StackError(f"lab: {what} not up within {timeout:g} s; last line of {log}: {tail}")
+                h = self._host_of(what)
+                tail = hostfs.tail(h, self.host_log(what))
+                raise StackError(f"lab: {what} not up within {timeout:g} s; last line of {self.host_log(what)} "
+                                 f"on the {h.name} host: {tail}")
             time.sleep(0.2)
 
     def gpu_docker(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """`docker` against the GPU host's engine socket, as a team's deploy tool reaches its hosts."""
-        return _run("docker", "-H", f"unix://{ENGINE_SOCKET}", *args, check=False)
+        """`docker` on the GPU host against its engine's socket, as a team's deploy tool on that host would."""
+        return _run(*hostfs.enter(GPU), "docker", "-H", f"unix://{ENGINE_SOCKET}", *args, check=False)
 
     def _pid(self, name: str) -> int | None:
         """The pid spawn(name) recorded, if any."""
@@ -201,18 +225,19 @@ class Lab:
             raise StackError(why)
         if not (self._running("sshd") or self._running("dockerd")):
             # nothing of this state runs: whatever runs on the lab's hosts is left from a lab whose
-            # run was killed (or whose state is gone), and it holds the addresses and the engine's pidfile
+            # run was killed (or whose state is gone), and it holds the addresses and the engine's pidfile;
+            # the hosts' filesystems go with it, so a lab comes up as fresh machines
             reap_hosts()
+            hostfs.remove_all(HOSTS)
         for h in HOSTS:
             self._netns(h)
+            hostfs.make(h, HOST_DIRS.get(h.name, ()))
         self._keys()
         self._routing()
-        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
         for h in SSH_HOSTS:
-            self.spawn(self._sshd_name(h), ["/usr/sbin/sshd", "-D", "-e", "-f", str(self._sshd_config(h))], host=h)
-        Path(ENGINE_SOCKET).parent.mkdir(parents=True, exist_ok=True)
-        root = Path("/var/lib/chaos-lab/gpu")
-        self.spawn("dockerd", ["dockerd", "--host", f"unix://{ENGINE_SOCKET}", "--data-root", str(root),
+            self.spawn(self._sshd_name(h), ["/usr/sbin/sshd", "-D", "-e", "-f", self._sshd_config(h)], host=h)
+        # the engine's data root is a memory filesystem of the GPU host's own (overlay2 needs a real upper)
+        self.spawn("dockerd", ["dockerd", "--host", f"unix://{ENGINE_SOCKET}", "--data-root", "/var/lib/chaos-lab/gpu",
                                 "--exec-root", "/run/chaos-lab/gpu/exec", "--pidfile", "/run/chaos-lab/gpu/dockerd.pid",
                                 "--bridge", "none", "--iptables=false", "--ip6tables=false", "--ip-masq=false",
                                 "--cgroup-parent", "chaos-lab-gpu"])
@@ -232,16 +257,17 @@ class Lab:
         if have.returncode == 0 and have.stdout.strip() == want.stdout.strip():
             return  # the same image (a rebuilt one under the same tag is copied again)
         save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
-        load = subprocess.run(["docker", "-H", f"unix://{ENGINE_SOCKET}", "load", "-q"], stdin=save.stdout,
-                              capture_output=True, text=True, timeout=600)
+        load = subprocess.run([*hostfs.enter(GPU), "docker", "-H", f"unix://{ENGINE_SOCKET}", "load", "-q"],
+                              stdin=save.stdout, capture_output=True, text=True, timeout=600)
         save.wait(600)
         if save.returncode or load.returncode:
             raise StackError(f"lab: copying {image} to the GPU host failed: {load.stderr.strip()[-300:]}")
 
     def down(self) -> list[str]:
-        """Stop the GPU host's containers, engine and sshd; delete the namespaces. What was removed."""
+        """Stop the GPU host's containers, engine and sshd; delete the namespaces and the hosts'
+        filesystems. What was removed."""
         done = []
-        if Path(ENGINE_SOCKET).exists():
+        if hostfs.exists(GPU) and Path(f"/var/run/netns/{GPU.netns}").exists():
             ids = self.gpu_docker("ps", "-aq").stdout.split()
             if ids:
                 self.gpu_docker("rm", "-f", *ids)
@@ -266,25 +292,30 @@ class Lab:
             if h.netns in _run("ip", "netns", "list", check=False).stdout.split():
                 _run("ip", "netns", "del", h.netns, check=False)
                 done.append(f"namespace {h.netns}")
+        done += hostfs.remove_all(HOSTS)  # their processes are gone: the kernel frees what they wrote
+        netns_dir = Path("/var/run/netns")  # `ip netns add` made it a mount; gone with the last namespace
+        if netns_dir.is_dir() and not any(netns_dir.iterdir()):
+            _run("umount", str(netns_dir), check=False)
         return done
 
 
 
 def reap_hosts() -> list[int]:
-    """Stop every process whose network is one of the lab's namespaces; the pids stopped."""
+    """Stop every process whose network or filesystem is one of the lab hosts'; the pids stopped."""
     inodes = set()
     for h in HOSTS:
         try:
-            inodes.add(os.stat(f"/var/run/netns/{h.netns}").st_ino)
+            inodes.add(("net", os.stat(f"/var/run/netns/{h.netns}").st_ino))
         except OSError:
             pass
+    inodes |= {("mnt", ino) for ino in hostfs.mount_ns_inodes(HOSTS)}
     if not inodes:
         return []
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                if os.stat(f"/proc/{entry}/ns/net").st_ino in inodes:
+                if any((kind, os.stat(f"/proc/{entry}/ns/{kind}").st_ino) in inodes for kind in ("net", "mnt")):
                     found.append(int(entry))
             except OSError:
                 pass  # gone meanwhile

@@ -9,17 +9,23 @@ A team's staging runs before the harness does, on machines the harness does not 
 The harness then reaches them only as it reaches staging: Docker over SSH for the targets, HTTP to
 the hosts' addresses for the rest (`embedded: none`). Each part runs on the lab host whose address
 the environment gives it; an address outside the lab's hosts is refused before anything starts.
-The deployment itself uses the GPU host's engine socket directly, as a team's deploy tool would.
+What a part needs from here (the environment file, a fault proxy's token) is put onto its host, and
+what it writes (the fault proxies' and simulators' request logs) stays there, on the host's own
+filesystem: the harness reads it over the network or not at all. The deployment starts the
+replicas over SSH, as the harness reaches them, and copies images with the GPU host's own docker.
 """
 from __future__ import annotations
 
+import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
+from chaos import lab_hostfs as hostfs
 from chaos.env import Environment
 from chaos.errors import ConfigError, StackError
-from chaos.lab import ENGINE_SOCKET, HOSTS, Host, Lab
+from chaos.lab import GPU, HOSTS, Host, Lab
 
 RUN_ID = "lab-staging"  # the deployment's label on its containers: not the harness's run
 
@@ -68,6 +74,9 @@ def deploy(lab: Lab, env: Environment, log: Callable[[str], object] = lambda s: 
     timeout = timeout or env.slas.cold_start_s
     state = Path(env.state_dir)
     state.mkdir(parents=True, exist_ok=True)
+    # the GPU host's directory at the state's path is its own: what the simulators log there (their
+    # containers mount it) starts empty and stays on that host, whatever this machine's disk has there
+    hostfs.own_dir(GPU, str(state.resolve()))
     assert env.toxiproxy is not None
     host, port = split_api(env.toxiproxy.api)
     lab.spawn("toxiproxy", [toxiproxy_binary(), "-host", host, "-port", str(port)], host_of(host, "toxiproxy.api"))
@@ -80,19 +89,32 @@ def deploy(lab: Lab, env: Environment, log: Callable[[str], object] = lambda s: 
     binary = faultproxy_binary()
     for f in env.fault_proxies:
         assert f.token_file is not None
-        token_file(f.token_file)
+        where = host_of(f.listen, f"fault_proxies[{f.name}]")
+        secret = _give_token(where, token_file(f.token_file).file)
         lab.spawn(f"faultproxy-{f.name}", [binary, "--listen", f.listen, "--upstream", f.upstream, "--name", f.name,
-                                           "--token-file", f.token_file,
-                                           "--request-log", str(state.resolve() / f"{f.name}.proxy.jsonl")],
-                  host_of(f.listen, f"fault_proxies[{f.name}]"))
+                                           "--token-file", secret, "--request-log", proxy_log(f.name)], where)
     if env.fault_proxies:
         log(f"fault proxies: {', '.join(f'{f.name} ({f.listen})' for f in env.fault_proxies)}")
     if env.gateway is not None:
-        lab.spawn("gateway", [sys.executable, "-m", "chaos.cli", "gateway", "--env", env.source],
-                  host_of(env.gateway.listen, "gateway.listen"))
+        where = host_of(env.gateway.listen, "gateway.listen")
+        hostfs.put(where, env.source, Path(env.source).read_bytes(), 0o644)  # the file it is deployed from
+        lab.spawn("gateway", [sys.executable, "-m", "chaos.cli", "gateway", "--env", env.source], where)
         log(f"gateway on {env.gateway.listen}")
     if wait_completion(env.endpoints.api, env.endpoints.model, timeout, api_key=env.endpoints.api_key) is None:
         raise StackError(f"lab: no completion through {env.endpoints.api} within {timeout:g} s; logs in {lab.state}")
+
+
+def _give_token(h: Host, path: str | None) -> str:
+    """Put the harness's token file onto host `h` at the same path (the harness keeps its copy to
+    authenticate); the path."""
+    secret = Path(path or "").resolve()
+    hostfs.put(h, str(secret), secret.read_bytes())
+    return str(secret)
+
+
+def proxy_log(name: str) -> str:
+    """Where the fault proxy `name` writes its request log: on its own host, never here."""
+    return f"{hostfs.LOG_DIR}/{name}.proxy.jsonl"
 
 
 def undeploy(lab: Lab, env: Environment) -> list[str]:
@@ -105,17 +127,32 @@ def undeploy(lab: Lab, env: Environment) -> list[str]:
 
 
 def _start_replicas(lab: Lab, env: Environment, timeout: float) -> None:
-    from chaos.targets import make_target
+    from chaos.targets import admin_token, make_target
 
+    _give_token(GPU, admin_token(env.state_dir).file)  # the simulators' admin token, in the state they mount
     targets = []
-    for cfg in env.targets:
-        assert cfg.image is not None
-        lab.load_image(cfg.image)
-        local = cfg.model_copy(update={"docker_host": f"unix://{ENGINE_SOCKET}"})
-        t = make_target(local, run_id=RUN_ID, state_dir=env.state_dir, env=env)
-        t.start()
-        targets.append(t)
-    for t in targets:
-        t.wait_healthy(timeout)
+    with _lab_ssh(lab):
+        for cfg in env.targets:
+            assert cfg.image is not None
+            lab.load_image(cfg.image)
+            t = make_target(cfg, run_id=RUN_ID, state_dir=env.state_dir, env=env)  # Docker over SSH (cfg's own)
+            t.start()
+            targets.append(t)
+        for t in targets:
+            t.wait_healthy(timeout)
+
+
+@contextmanager
+def _lab_ssh(lab: Lab) -> Iterator[None]:
+    """SSH with the lab's key and known hosts while the deployment reaches the GPU host's engine."""
+    before = os.environ.get("CHAOS_SSH_CONFIG")
+    os.environ["CHAOS_SSH_CONFIG"] = str(lab.ssh_config)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("CHAOS_SSH_CONFIG", None)
+        else:
+            os.environ["CHAOS_SSH_CONFIG"] = before
 
 

@@ -138,18 +138,29 @@ def test_the_hosts_reach_each_other_through_the_router_only_inside_the_lab(lab) 
 
 
 def test_down_leaves_nothing_and_up_comes_back(lab) -> None:
-    from chaos.lab import ENGINE_SOCKET, FORWARD_RULE, HOSTS
+    from chaos import lab_hostfs
+    from chaos.lab import FORWARD_RULE, HOSTS
 
+    engine = lab._pid("dockerd")
     assert lab.down()
     names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not any(h.netns in names for h in HOSTS)
     assert not list(lab.state.glob("*.lab-pid"))
-    assert subprocess.run(["docker", "-H", f"unix://{ENGINE_SOCKET}", "version"], capture_output=True).returncode != 0
-    assert not any(f"-f {lab.state}" in p for p in _cmdlines()), "no sshd of the lab left"
+    assert engine is not None and not os.path.exists(f"/proc/{engine}"), "the GPU host's engine is gone"
+    assert not any(f"-f {lab.state}" in p or "/etc/chaos-lab/sshd_config" in p for p in _cmdlines()), \
+        "no sshd of the lab left"
     assert subprocess.run(["iptables", "-C", *FORWARD_RULE], capture_output=True).returncode != 0
+    points = [line.split()[4] for line in open("/proc/self/mountinfo")]
+    left = [p for p in points if p.startswith((str(lab_hostfs.NS_DIR), "/run/netns/chaos-lab-", "/var/run/netns/"))]
+    assert not left, f"namespace files or host filesystems left: {left}"
+    assert not lab_hostfs.NS_DIR.exists()
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert not any(h.veth in links for h in HOSTS)
     assert lab.down() == []  # idempotent
     assert lab.key.exists()  # the key stays for the next up
-    lab.up()  # and the same state comes back up (the session's other lab tests go on with it)
+    lab.up()  # and the same state comes back up, as fresh hosts (the session's other lab tests go on with it)
+    assert lab.gpu_docker("image", "inspect", IMAGE).returncode != 0, "a fresh GPU host has no images"
+    lab.load_image(IMAGE)
 
 
 def _cmdlines() -> list[str]:

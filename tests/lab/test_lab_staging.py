@@ -3,6 +3,7 @@ the targets over SSH, everything else at the lab hosts' addresses."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -89,14 +90,46 @@ def test_the_lab_env_serves_through_edge_and_gpu_hosts_and_the_harness_sees_its_
     assert not short, f"{len(short)} of 200 execs came back without the rank: {short[:3]}"
     local = subprocess.run(["docker", "ps", "-q", "--filter", "name=lab-replica"], capture_output=True, text=True)
     assert local.stdout.strip() == ""  # not on the harness machine's engine
-    # the replica side's record: the simulators saw the requests come from the GPU host's fault proxies
+    # the replica side's record, read where it is (in the container on the GPU host, over SSH): the
+    # simulators saw the requests come from the GPU host's fault proxies
+    state = Path(env.state_dir).resolve()
     deadline = time.monotonic() + 5
-    logs = []
+    logs: list[dict] = []
     while not logs and time.monotonic() < deadline:
-        logs = [json.loads(line) for f in Path(env.state_dir).glob("*.requests.jsonl")
-                for line in f.read_text().splitlines() if line.strip()]
+        for cfg in env.targets:
+            code, out = make_target(cfg, run_id="lab-remote", state_dir=state, env=env).exec(
+                ["cat", f"{state}/{cfg.name}.requests.jsonl"])
+            logs += [json.loads(line) for line in out.splitlines() if code == 0 and line.startswith("{")]
         time.sleep(0.2)
     assert logs and {r["client"] for r in logs} == {GPU.address}
+
+
+def test_the_replica_side_logs_stay_on_the_gpu_host(deployed) -> None:
+    """The fault proxies' and simulators' request logs are written on the GPU host's own filesystem:
+    after requests through the whole path, none is under the harness's state_dir or the repository."""
+    from chaos import lab_hostfs
+    from chaos.lab import GPU
+    from chaos.lab_staging import proxy_log
+    from chaos.stack.launcher import completion_ok
+    from tests.cli.test_cli import REPO
+
+    env, _ = deployed
+    t0 = time.time()
+    assert all(completion_ok(env.endpoints.api, env.endpoints.model) for _ in range(10))
+    state = Path(env.state_dir).resolve()
+    for f in env.fault_proxies:  # on the GPU host: the proxies' logs, with this test's requests in them
+        r = lab_hostfs.run(GPU, ["cat", proxy_log(f.name)])
+        assert r.returncode == 0, r.stderr
+    proxied = [json.loads(line) for f in env.fault_proxies
+               for line in lab_hostfs.run(GPU, ["cat", proxy_log(f.name)]).stdout.decode().splitlines() if line]
+    assert len([p for p in proxied if float(p.get("t_arrival") or 0) >= t0 - 1]) >= 10, proxied[-3:]
+    sims = lab_hostfs.run(GPU, ["sh", "-c", f"cat {state}/*.requests.jsonl"]).stdout.decode().splitlines()
+    assert len(sims) >= 10
+    # ...and nowhere here: not in the state_dir the harness reads, not anywhere in the repository
+    found = [os.path.join(d, n) for root in (state, REPO) for d, _, names in os.walk(root)
+             for n in names if n.endswith((".proxy.jsonl", ".requests.jsonl"))
+             and os.path.getmtime(os.path.join(d, n)) >= t0 - 60]
+    assert not found, f"replica logs on the harness's disk: {found}"
 
 
 def test_env_check_probe_on_the_lab_prints_the_suite_table(deployed) -> None:
