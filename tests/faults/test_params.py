@@ -180,7 +180,7 @@ faults:
 
 @pytest.mark.parametrize("text,line,item,expected", [
     (SCHEDULE, 4, 1, "fault http-error: unknown parameter 'statu' (did you mean status?)"),
-    (SCHEDULE.replace("latency: 300", "latency: fast"), 3, 0,
+    (SCHEDULE.replace("latency: 300", "latency: fast").replace("statu:", "status:"), 3, 0,
      "fault jitter: parameter latency: expected an integer >= 0, got 'fast'"),
 ])
 def test_a_schedule_fault_with_a_bad_parameter_is_one_line_at_its_line(text, line, item, expected, tmp_path):
