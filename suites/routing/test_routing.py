@@ -140,6 +140,7 @@ def test_signing_enforced(stack, summary) -> None:
     rep.labels(epic="Traffic switching", feature="Request signing", story="HMAC-SHA256", suite="routing")
     assert env.breaker.hmac_key_env  # no_signing skipped otherwise
     key = signing.key_from_env(env.breaker.hmac_key_env)
+    rep.register_secret(key.decode())  # redacted from every attachment
     with rep.phase(f"unsigned, tampered, wrong-key, expired and replayed requests to {env.endpoints.api}"):
         v = signing_verdict(env.endpoints.api, key, env.endpoints.model, api_key=env.endpoints.api_key)
     summary.add("routing", signing_cases=f"{sum(bool(r.ok) for r in v.rows)}/{len(v.rows)}")
