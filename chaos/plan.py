@@ -7,6 +7,7 @@ rows say "decided at run time" and why.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Callable
 from urllib.parse import urlparse
@@ -55,6 +56,17 @@ def no_breaker_view(env: Environment) -> str | None:
         return None
     return (f"no fault proxy in front of replica {', '.join(bare)} and no gateway admin endpoint: "
             "nothing says which replica served each request")
+
+
+def no_signing(env: Environment) -> str | None:
+    """Signing is judged at the environment's own API, with the key its gateway checks."""
+    var = env.breaker.hmac_key_env
+    if not var:
+        return (f"environment {env.name} sets no breaker.hmac_key_env: nothing says its gateway requires signed "
+                "requests, so signing is not proven here")
+    if not os.environ.get(var):
+        return f"breaker.hmac_key_env names ${var}, which is not set here: the harness cannot sign a request"
+    return None
 
 
 def no_canary(env: Environment) -> str | None:
@@ -169,7 +181,8 @@ ENTRIES = (  # destructive: as the suites mark their tests (refused on a protect
     Entry("breaker", "degrade / rollback / OOM tiers on the canary", False, (no_breaker_view, no_canary),
           "the canary's traffic at warm-up must reach min_calls per window"),
     Entry("breaker", "leak trend", False, (no_breaker_view, no_simulator_canary)),
-    Entry("routing", "cache headers, the model asked for, signing, secrets", False),
+    Entry("routing", "cache headers, the model asked for, secrets", False),
+    Entry("routing", "unsigned, tampered, expired, replayed requests refused", False, (no_signing,)),
     Entry("routing", "misrouting share", False, (no_gateway_admin, no_canary)),
     Entry("routing", "answers from another model", False, (no_fault_proxies,)),
     Entry("streams", "SSE cut, stall, error chunk, duplicate", False, (no_fault_proxies,)),

@@ -43,9 +43,11 @@ def capacity(
     from chaos.experiment.plan import PlanFault
     from chaos.experiment.stop import StopSwitch, stop_file
     from chaos.faults import base as fault_base
+    from chaos.faults.params import check as check_params
     from chaos.faults.ledger import Ledger
     from chaos.load.runner import start_env_load
 
+    check_params(fault, {})  # an unknown --fault is one line, before anything starts
     e = envmod.load(env)
     if max_rate < min_rate:
         raise ConfigError(f"--max-rate {max_rate:g}: expected >= --min-rate {min_rate:g}")

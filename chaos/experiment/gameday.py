@@ -38,12 +38,14 @@ def make_fault(env: Any, stack: Any, spec: PlanFault, *, allow_destructive: bool
     from chaos import faults
     from chaos.faults.base import Policy
     from chaos.faults.build import TARGET, build_fault
+    from chaos.faults.params import check
 
     params = spec.params()
     if spec.kind in TARGET and stack is not None:
+        kwargs = check(spec.kind, params)
         if spec.target not in stack.targets:
             raise ConfigError(f"target {spec.target!r}: the environment has {', '.join(stack.targets) or 'no targets'}")
-        fault = getattr(faults, spec.kind.replace("-", "_"))(stack.target(spec.target), **params)
+        fault = getattr(faults, spec.kind.replace("-", "_"))(stack.target(spec.target), **kwargs)
     else:
         fault = build_fault(env, spec.kind, target=spec.target, proxy=spec.proxy, params=params,
                             run_id=f"gameday-{env.name}")

@@ -12,7 +12,8 @@ file:line and the field), turned into Experiments against an environment.
 
 Fault kinds and their fields are `chaos fault inject`'s: an HTTP fault names a `target` (its fault
 proxy) or a `proxy`, a network fault a Toxiproxy `proxy`, a target fault a `target`; every other
-field is the fault's own parameter (status, fraction, latency, ...).
+field is the fault's own parameter (status, fraction, latency, ...), checked by name, type and range
+(chaos.faults.params) when the plan is read.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from chaos.env import schema_errors
 from chaos.errors import ConfigError
 from chaos.experiment.hypothesis import Hypothesis, error_rate_below, goodput_above, p99_below
 from chaos.experiment.runner import AbortLimits, Experiment, recovered
+from chaos.faults.params import as_value_error
 
 
 class _Strict(BaseModel):
@@ -63,6 +65,11 @@ class PlanFault(BaseModel):
 
     def params(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
+
+    @model_validator(mode="after")
+    def _known(self) -> "PlanFault":
+        as_value_error(self.kind, self.params())
+        return self
 
 
 class Until(_Strict):

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from chaos.errors import ConfigError
 from chaos.experiment.plan import parse_yaml_model
+from chaos.faults.params import as_value_error
 
 DESTRUCTIVE = ("restart", "kill", "rank-freeze")
 INSTANT = ("restart", "kill")
@@ -64,6 +65,7 @@ class ScheduledFault(BaseModel):
 
     @model_validator(mode="after")
     def _where(self) -> "ScheduledFault":
+        as_value_error(self.kind, self.params())
         if not self.target and not self.proxy:
             raise ValueError(f"fault {self.kind}: name a target or a proxy")
         return self

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from pydantic import ValidationError
+
 from chaos.explore.schedule import Schedule, ScheduledFault
 
 FIELDS = ("kind", "target", "proxy", "start_s", "duration_s")
@@ -42,7 +44,10 @@ def candidates(s: Schedule) -> Iterator[Schedule]:
     for i, f in enumerate(s.faults):
         for p in sorted(f.params()):
             rest = {k: v for k, v in f.params().items() if k != p}
-            simpler = ScheduledFault(**{k: getattr(f, k) for k in FIELDS}, **rest)
+            try:
+                simpler = ScheduledFault(**{k: getattr(f, k) for k in FIELDS}, **rest)
+            except ValidationError:
+                continue  # a required parameter (slow-headers' seconds) has no default to fall back on
             yield _with(s, s.faults[:i] + [simpler] + s.faults[i + 1:])
 
 

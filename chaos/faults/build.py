@@ -1,11 +1,11 @@
 """Faults by name, as `chaos fault inject` and game-day plans say them: a kind, where (a target or a
-proxy) and its parameters; anything unknown is one ConfigError line."""
+proxy) and its parameters (checked by chaos.faults.params first); anything unknown is one ConfigError line."""
 from __future__ import annotations
 
-import signal as _signal
 from typing import Any
 
 from chaos.errors import ConfigError
+from chaos.faults.params import check as check_params
 
 NETWORK = ("latency", "jitter", "timeout", "reset-peer", "bandwidth", "slicer", "limit-data", "slow-close", "down",
            "rank-link-cut")
@@ -27,19 +27,16 @@ def _http_fault(env: Any, kind: str, target: str | None, proxy: str | None, para
     if name not in admins:
         raise ConfigError(f"--proxy {name!r}: environment {env.name!r} has no fault proxy of that name "
                           f"(fault proxies: {', '.join(admins)})")
-    fn = getattr(http, kind.replace("-", "_"))
-    try:
-        return fn(admins[name], **params)
-    except TypeError as e:
-        raise ConfigError(f"fault {kind}: bad --param: {e}") from None
+    return getattr(http, kind.replace("-", "_"))(admins[name], **params)
 
 
 def build_fault(env: Any, kind: str, *, target: str | None, proxy: str | None, params: dict[str, Any],
                 run_id: str = "cli") -> Any:
-    """Build a fault from the CLI's words; ConfigError on anything unknown."""
+    """Build a fault from the CLI's words; ConfigError on anything unknown, before anything is touched."""
     from chaos import faults
     from chaos.targets import make_target
 
+    params = check_params(kind, params)  # on every kind of target, and in a dry run
     if kind in HTTP:
         return _http_fault(env, kind, target, proxy, params)
     if kind in NETWORK:
@@ -58,7 +55,5 @@ def build_fault(env: Any, kind: str, *, target: str | None, proxy: str | None, p
         if cfg.kind != "docker":
             raise ConfigError(f"--target {target!r} is a process target: only the harness that supervises it can hurt it")
         t = make_target(cfg, run_id=run_id, state_dir=env.state_dir, env=env)
-        if "signal" in params:
-            params["sig"] = getattr(_signal, str(params.pop("signal")).upper())
         return getattr(faults, kind.replace("-", "_"))(t, **params)
     raise ConfigError(f"unknown fault {kind!r}; known: {', '.join(NETWORK + TARGET + HTTP)}")

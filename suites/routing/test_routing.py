@@ -1,13 +1,11 @@
 """Routing: what the seed's traffic-switching incidents taught. Every response carries
 Cache-Control: no-store and comes from the model that was asked for; a misrouting fault (a share of
 requests sent to the wrong pool) is detected and reported with its share; unsigned, tampered,
-expired and replayed requests are refused when signing is on, signed ones served; and no secret
-ever appears in anything the harness writes."""
+expired and replayed requests to the environment's own API are refused when it declares signing
+(breaker.hmac_key_env), signed ones served; and no secret ever appears in anything the harness writes."""
 from __future__ import annotations
 
 import json
-import secrets
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -22,6 +20,7 @@ from chaos.report import allure as rep
 from chaos.resilience import signing
 from chaos.verify.accounting import accounting_verdict
 from chaos.verify.secrets import env_secrets, scan, token_files
+from chaos.verify.signing import signing_verdict
 from chaos.verify.verdict import Verdict
 from suites.conftest import fault_proof, judge, requires
 
@@ -135,49 +134,27 @@ def test_answers_from_another_model_are_detected(stack, scenario, summary) -> No
     summary.set("routing", wrong_model_detected=f"{row.measured:.1%}")
 
 
-@pytest.fixture
-def signed_gateway(extra_gateway, tmp_path):
-    """A second gateway over the same replicas with HMAC signing on (key only in its environment)."""
-    key, token = secrets.token_hex(24), secrets.token_hex(12)
-    rep.register_secret(key)
-    rep.register_secret(token)
-    with extra_gateway("--hmac-key-env", "CHAOS_ROUTING_HMAC_KEY", "--admin-token", token,
-                       extra_env={"CHAOS_ROUTING_HMAC_KEY": key}) as url:
-        yield url, key.encode(), token, tmp_path / "extra-gateway" / "gateway.log"
-
-
 @pytest.mark.proves("hmac-signing")
-def test_signing_enforced(signed_gateway, stack, summary) -> None:
-    url, key, _, _ = signed_gateway
+def test_signing_enforced(stack, summary) -> None:
+    """At the environment's own API: the reference gateway's signing is tested in tests/gateway, not here."""
+    env = stack.env
+    requires(env, plan.no_signing)
     rep.labels(epic="Traffic switching", feature="Request signing", story="HMAC-SHA256", suite="routing")
-    body = _body(stack.env.endpoints.model)
-    good = signing.sign(key, "POST", CHAT, body)
-    cases = {
-        "signed": (body, good, 200),
-        "replayed": (body, good, 401),
-        "unsigned": (body, {}, 401),
-        "tampered-body": (body.replace(b"route me", b"route you"), signing.sign(key, "POST", CHAT, body), 401),
-        "wrong-key": (body, signing.sign(b"not-the-key", "POST", CHAT, body), 401),
-        "expired": (body, signing.sign(key, "POST", CHAT, body, timestamp=time.time() - 3600), 401),
-    }
-    v = Verdict("signed requests served, all others refused")
-    for name, (b, headers, want) in cases.items():
-        status, _, _ = _call(url + CHAT, b, headers)
-        v.add(name, want, status, status == want)
-    v.not_proven("where", "the environment's API endpoint", url,
-                 f"the requests went to a gateway llm-chaos started, not to {stack.env.endpoints.api}: "
-                 "the reference gateway's signing, not yours")
-    summary.set("routing", signing_cases=f"{sum(r.ok for r in v.rows)}/{len(v.rows)}")
+    assert env.breaker.hmac_key_env  # no_signing skipped otherwise
+    key = signing.key_from_env(env.breaker.hmac_key_env)
+    rep.register_secret(key.decode())  # redacted from every attachment
+    with rep.phase(f"unsigned, tampered, wrong-key, expired and replayed requests to {env.endpoints.api}"):
+        v = signing_verdict(env.endpoints.api, key, env.endpoints.model, api_key=env.endpoints.api_key)
+    summary.set("routing", signing_cases=f"{sum(bool(r.ok) for r in v.rows)}/{len(v.rows)}")
     judge("signing", [v])
 
 
-def test_secrets_never_written(signed_gateway, stack, request, tmp_path_factory, summary) -> None:
+def test_secrets_never_written(stack, request, tmp_path_factory, summary) -> None:
     """Search everything the harness wrote (state dir, logs, Allure results, records) for every secret the
     environment holds: gateway and replica admin tokens, fault-proxy tokens, API and HMAC keys."""
-    _, key, token, log = signed_gateway
     rep.labels(epic="Traffic switching", feature="Request signing", story="secrets stay secret", suite="routing")
-    held = {"extra gateway hmac key": key.decode(), "extra gateway admin token": token, **env_secrets(stack.env)}
-    roots = [Path(stack.env.state_dir), log.parent, Path(str(tmp_path_factory.getbasetemp()))]
+    held = env_secrets(stack.env)
+    roots = [Path(stack.env.state_dir), Path(str(tmp_path_factory.getbasetemp()))]
     alluredir = request.config.getoption("allure_report_dir", default=None)
     if alluredir:
         roots.append(Path(alluredir))
