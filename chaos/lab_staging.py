@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
@@ -26,6 +28,7 @@ from chaos import lab_hostfs as hostfs
 from chaos.env import Environment
 from chaos.errors import ConfigError, StackError
 from chaos.lab import GPU, HOSTS, Host, Lab
+from chaos.targets import _proc
 
 RUN_ID = "lab-staging"  # the deployment's label on its containers: not the harness's run
 
@@ -91,8 +94,9 @@ def deploy(lab: Lab, env: Environment, log: Callable[[str], object] = lambda s: 
         assert f.token_file is not None
         where = host_of(f.listen, f"fault_proxies[{f.name}]")
         secret = _give_token(where, token_file(f.token_file).file)
-        lab.spawn(f"faultproxy-{f.name}", [binary, "--listen", f.listen, "--upstream", f.upstream, "--name", f.name,
-                                           "--token-file", secret, "--request-log", proxy_log(f.name)], where)
+        _start_proxy(lab, f"faultproxy-{f.name}", [binary, "--listen", f.listen, "--upstream", f.upstream,
+                                                   "--name", f.name, "--token-file", secret,
+                                                   "--request-log", proxy_log(f.name)], where, f.admin_url)
     if env.fault_proxies:
         log(f"fault proxies: {', '.join(f'{f.name} ({f.listen})' for f in env.fault_proxies)}")
     if env.gateway is not None:
@@ -102,6 +106,32 @@ def deploy(lab: Lab, env: Environment, log: Callable[[str], object] = lambda s: 
         log(f"gateway on {env.gateway.listen}")
     if wait_completion(env.endpoints.api, env.endpoints.model, timeout, api_key=env.endpoints.api_key) is None:
         raise StackError(f"lab: no completion through {env.endpoints.api} within {timeout:g} s; logs in {lab.state}")
+
+
+def _start_proxy(lab: Lab, name: str, cmd: list[str], where: Host, url: str, tries: int = 3) -> None:
+    """Spawn a fault proxy and wait until its admin health answers. A deploy is up only when every
+    proxy is: the API's one completion can pass through another replica's proxy while this one is dead
+    (CI: a redeploy's proxy gone, its replica's share of completions failing). One that exits at start
+    (its port still held by the one just stopped) is started again, `tries` times at most."""
+    for attempt in range(1, tries + 1):
+        pid = lab.spawn(name, cmd, where)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and _proc.alive(pid) and not _answers(f"{url}/_chaos/health"):
+            time.sleep(0.2)
+        if _answers(f"{url}/_chaos/health"):
+            return
+        if attempt < tries:
+            lab.stop(name)
+            time.sleep(1.0)
+    lab.wait_up(name, lambda: _answers(f"{url}/_chaos/health"), 1.0)  # raises, naming its log's last line
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return bool(r.status == 200)
+    except (OSError, ValueError):
+        return False
 
 
 def _give_token(h: Host, path: str | None) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
@@ -24,6 +25,16 @@ def toxiproxy_binary() -> str | None:
             return found
     local = REPO / ".tools" / "bin" / "toxiproxy-server"
     return str(local) if local.is_file() and os.access(local, os.X_OK) else None
+
+
+def stop_process(proc: "subprocess.Popen[bytes]", grace_s: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after `grace_s`: a test's server never outlives it."""
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(grace_s)
 
 
 def free_port() -> int:

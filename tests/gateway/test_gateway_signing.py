@@ -22,7 +22,7 @@ from chaos.env import load
 from chaos.plan import no_signing
 from chaos.targets.base import http_health, wait_until
 from chaos.verify.signing import signing_verdict
-from tests._support import REPO, free_port
+from tests._support import REPO, free_port, stop_process
 
 KEY_VAR = "CHAOS_TEST_SIGNING_KEY"
 KEY = "test-signing-key-5f1e2d3c4b"
@@ -78,12 +78,7 @@ def gateway(replica: str, log: Path, *, signing: bool) -> Iterator[str]:
         assert proc.poll() is None, log.read_text()
         yield f"http://127.0.0.1:{port}"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop_process(proc)
 
 
 def test_the_reference_gateway_serves_the_signed_request_and_refuses_the_rest(replica, tmp_path):
