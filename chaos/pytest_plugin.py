@@ -156,7 +156,10 @@ def _suite_ceilings(config: pytest.Config, items: list[pytest.Item]) -> None:
         item.add_marker(pytest.mark.timeout(budgets.item_ceiling_s(env, budgets.suite_of(item.path.parts))))
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Last, after -k/-m have deselected: a marker is a keyword, and `-k 'not timeout'` (meant for the
+    # network suite's timeout tests) would otherwise deselect every suite test the ceiling marks.
     _suite_ceilings(config, items)
     destructive = [i for i in items if i.get_closest_marker("destructive")]
     if not destructive or allow_destructive(config):
