@@ -186,7 +186,7 @@ def test_cold_start_of_a_new_replica(stack, scenario, summary, tmp_path) -> None
           "process start -> first successful completion")
     v.add("startup_line_logged", "Application startup complete.", "Application startup complete." in logs,
           "Application startup complete." in logs)
-    summary.add("recovery", cold_start_s=round(took, 2))
+    summary.set("recovery", cold_start_s=round(took, 2))
     sc.judge("the new replica served in time", [v])
 
 
@@ -212,7 +212,7 @@ def test_on_failure_policy_is_caught(stack, summary, tmp_path) -> None:
         target.remove()
     msg = str(caught.value)
     rep.attach_text(msg, "verdict (expected to fail)")
-    summary.add("recovery", on_failure_caught="yes")
+    summary.set("recovery", on_failure_caught="yes")
     assert "on-failure" in msg and "exit code 0" in msg, msg
 
 
