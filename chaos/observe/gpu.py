@@ -72,6 +72,8 @@ class GpuObserver(PollingObserver):
         t = self.timeline.clock()
         failed: list[str] = []
         for ch in self.channels:
+            getattr(ch.source, "new_poll", lambda: None)()  # a shared exporter page: scraped once this poll
+        for ch in self.channels:
             try:  # one host's exporter down must not hide the other GPUs
                 reading = ch.source.read()
             except Exception as e:

@@ -100,26 +100,30 @@ _DEVICE_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname", "pci_bus_id"
 
 
 class DcgmPage:
-    """One dcgm-exporter's /metrics, fetched at most once per `max_age_s` for all the GPUs read from it."""
+    """One dcgm-exporter's /metrics. Alone it is fetched on every read; `shared` (the GPUs of one host
+    read from it) it is fetched once per poll: `new_poll()` marks it stale, the first read fetches."""
 
-    def __init__(self, url: str, timeout_s: float = 2.0, max_age_s: float = 0.05) -> None:
-        self.url, self.max_age_s = url, max_age_s
+    def __init__(self, url: str, timeout_s: float = 2.0, shared: bool = False) -> None:
+        self.url, self.shared = url, shared
         self.http = HttpGetter(url, timeout_s)
         self._lock = threading.Lock()
-        self._at = -1.0
+        self._fresh = False
         self._samples: list[Any] = []
+
+    def new_poll(self) -> None:
+        self._fresh = False
 
     def samples(self) -> list[Any]:
         from prometheus_client.parser import text_string_to_metric_families
 
         with self._lock:
-            if time.monotonic() - self._at > self.max_age_s:
+            if not (self.shared and self._fresh):
                 status, _, data = self.http.request("GET", "/metrics")
                 if status != 200:
                     raise RuntimeError(f"dcgm-exporter {self.url}/metrics: status {status}")
                 self._samples = [s for fam in text_string_to_metric_families(data.decode("utf-8", "replace"))
                                  for s in fam.samples]
-                self._at = time.monotonic()
+                self._fresh = True
             return self._samples
 
     def close(self) -> None:
@@ -152,8 +156,11 @@ class DcgmSource:
         for s in self.page.samples():
             if not self._mine(s.labels):
                 continue
-            if s.name in _DCGM:
-                field, scale = _DCGM[s.name]
+            # the parser names a `# TYPE ... counter` series' samples NAME_total (the energy counter on a
+            # real exporter page): the exporter's own name is what the table knows
+            name = s.name[:-6] if s.name.endswith("_total") and s.name[:-6] in _DCGM else s.name
+            if name in _DCGM:
+                field, scale = _DCGM[name]
                 out[field] = s.value * scale
                 self.labels = self.labels or {k: v for k, v in s.labels.items() if k in _DEVICE_LABELS}
             elif s.name == "DCGM_FI_DEV_XID_ERRORS":
@@ -163,6 +170,9 @@ class DcgmSource:
         if not self._seen:  # the scenario's start: what the exporter shows now happened before it
             self._seen, self._baseline, self._last_xid = True, self._xid_now, self._xid_now
         return out
+
+    def new_poll(self) -> None:
+        self.page.new_poll()
 
     def xids(self) -> list[int]:
         now = self._xid_now
