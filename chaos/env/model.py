@@ -100,6 +100,16 @@ def _gpu_device(value: Any) -> int | str:
     return text
 
 
+def _gpus(value: Any) -> Any:
+    # one message for the three forms, rather than pydantic's one per union member
+    if isinstance(value, list):
+        return [_gpu_device(v) for v in value]
+    if value == "all" or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value
+    raise ValueError(f"expected a count (0, 1, ...), 'all', or a list of GPU indices or UUIDs (GPU-..., MIG-...), "
+                     f"found {value!r}")
+
+
 GpuDevice = Annotated[int | str, BeforeValidator(_gpu_device)]
 
 
@@ -124,7 +134,7 @@ class Target(_Strict):
     image: str | None = None
     container_name: str | None = None
     docker_host: DockerHost | None = None
-    gpus: int | Literal["all"] | list[GpuDevice] = Field(
+    gpus: Annotated[int | Literal["all"] | list[GpuDevice], BeforeValidator(_gpus)] = Field(
         0, description="a count (Docker picks the devices), 'all', or the devices: indices or GPU-/MIG- UUIDs")
     ipc_host: bool = False
     shm_size: str | None = None

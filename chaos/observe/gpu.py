@@ -152,24 +152,26 @@ def gpu_summary(timeline: Timeline, t0: float, t1: float, tokens: int) -> dict[s
         why = next((str(e.detail.get("reason")) for e in timeline.find_events("observer", "gpu_unavailable")),
                    "no GPU samples in the window")
         return {"visible": False, "why": f"no GPU visible: {why}"}
-    rows = []
+    rows: list[dict[str, Any]] = []
+    temp_stats, power_stats = [], []
     for k in keys:
         m = [float(s.value) for s in mem.get(k, [])]
         j = _gpu_joules(energy.get(k, []), t0, t1)
-        rows.append({"gpu": k, "temperature_c": _stat([float(s.value) for s in temps.get(k, [])]),
-                     "power_w": _stat([float(s.value) / 1000.0 for s in power.get(k, [])]),
+        temp_stats.append(_stat([float(s.value) for s in temps.get(k, [])]))
+        power_stats.append(_stat([float(s.value) / 1000.0 for s in power.get(k, [])]))
+        rows.append({"gpu": k, "temperature_c": temp_stats[-1], "power_w": power_stats[-1],
                      "energy_j": None if j is None else round(j, 3), "memory_used_bytes_max": max(m) if m else None})
     joules = energy_joules(timeline, t0, t1)
     all_mem = [float(s.value) for v in mem.values() for s in v]
 
-    def worst(field: str) -> dict[str, float] | None:  # the GPU with the highest max: a mean over GPUs hides one
-        stats = [r[field] for r in rows if r[field]]
-        return max(stats, key=lambda st: st["max"]) if stats else None
+    def worst(stats: list[dict[str, float] | None]) -> dict[str, float] | None:
+        known = [st for st in stats if st]  # the GPU with the highest max: a mean over GPUs would hide it
+        return max(known, key=lambda st: st["max"]) if known else None
 
     xids = [{"gpu": (f"{e.detail['target']}/gpu {e.detail.get('gpu')}" if e.detail.get("target")
                      else f"gpu {e.detail.get('gpu', '0')}"), "code": e.detail.get("code"), "t": e.t}
             for e in timeline.find_events("xid") if t0 <= e.t <= t1]
-    return {"visible": True, "gpus": len(rows), "temperature_c": worst("temperature_c"), "power_w": worst("power_w"),
+    return {"visible": True, "gpus": len(rows), "temperature_c": worst(temp_stats), "power_w": worst(power_stats),
             "energy_j": None if joules is None else round(joules, 3),
             "tokens_per_joule": None if not joules else round(tokens / joules, 4),
             "memory_used_bytes_max": max(all_mem) if all_mem else None, "per_gpu": rows, "new_xids": xids}
