@@ -4,10 +4,7 @@ scenario uses; the recorded H200 NVML trace played as two GPUs. Per-GPU rows, en
 Xid is history (never reported as new), a new Xid during the scenario is a finding in the verdict."""
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -17,50 +14,9 @@ from chaos.observe.gpu import GpuChannel, GpuObserver, ReplaySource, gpu_summary
 from chaos.observe.gpu_plan import observer_for, plan_channels
 from chaos.observe.timeline import Timeline
 from chaos.verify.recovery import recovery_verdict
+from tests.observe._dcgm import UUID1, Exporter, exporter  # noqa: F401  (the fixture)
 
-PAGE = (Path(__file__).parent / "data" / "dcgm_two_h200_old_xid.prom").read_text()
-UUID1 = "GPU-3b1d0e8a-5c27-4f49-9e0b-8d6a2f71c4e2"
 TRACE = Path("/work/shared/data/h200/nvml_trace.json")
-
-
-class Exporter:
-    """A dcgm-exporter stand-in: serves `page` on /metrics over real HTTP on 127.0.0.1."""
-
-    def __init__(self) -> None:
-        self.page, self.scrapes = PAGE, 0
-        outer = self
-
-        class H(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
-                outer.scrapes += 1
-                body = outer.page.encode()
-                self.send_response(200 if self.path == "/metrics" else 404)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *a: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def set(self, metric: str, gpu: str, value: str) -> None:
-        lines = self.page.splitlines()
-        for i, line in enumerate(lines):
-            if line.startswith(metric + "{") and f'gpu="{gpu}"' in line:
-                lines[i] = line.rsplit(" ", 1)[0] + " " + value
-        self.page = "\n".join(lines) + "\n"
-
-
-@pytest.fixture
-def exporter() -> Iterator[Exporter]:
-    ex = Exporter()
-    yield ex
-    ex.server.shutdown()
-    ex.server.server_close()
 
 
 def _env(url: str, gpus: str = f"[0, {UUID1}]"):
@@ -79,7 +35,7 @@ def _run(obs: GpuObserver, tl: Timeline, clock: list[float], polls: int, step: f
         clock[0] += step
 
 
-def test_two_gpus_from_the_exporter_page_each_get_rows_and_the_old_xid_is_not_new(exporter: Exporter) -> None:
+def test_two_gpus_from_the_exporter_page_each_get_rows_and_the_old_xid_is_not_new(exporter: Exporter) -> None:  # noqa: F811
     clock = [1000.0]
     tl = Timeline(clock=lambda: clock[0])
     obs = observer_for(_env(exporter.url), tl)
@@ -98,7 +54,7 @@ def test_two_gpus_from_the_exporter_page_each_get_rows_and_the_old_xid_is_not_ne
     obs.close()
 
 
-def test_energy_is_summed_over_the_gpus(exporter: Exporter) -> None:
+def test_energy_is_summed_over_the_gpus(exporter: Exporter) -> None:  # noqa: F811
     clock = [0.0]
     tl = Timeline(clock=lambda: clock[0])
     obs = observer_for(_env(exporter.url), tl)
@@ -111,7 +67,7 @@ def test_energy_is_summed_over_the_gpus(exporter: Exporter) -> None:
     assert got["energy_j"] == 350.0 and got["tokens_per_joule"] == 2.0
 
 
-def test_a_new_xid_during_the_scenario_is_a_finding_per_gpu(exporter: Exporter) -> None:
+def test_a_new_xid_during_the_scenario_is_a_finding_per_gpu(exporter: Exporter) -> None:  # noqa: F811
     clock = [0.0]
     tl = Timeline(clock=lambda: clock[0])
     obs = observer_for(_env(exporter.url), tl)
@@ -129,7 +85,7 @@ def test_a_new_xid_during_the_scenario_is_a_finding_per_gpu(exporter: Exporter) 
     assert recovery_verdict(window, tl, [], slas, expected_xids={79}).row("new_xids").ok is False
 
 
-def test_no_new_xid_is_a_pass_that_says_how_many_gpus(exporter: Exporter) -> None:
+def test_no_new_xid_is_a_pass_that_says_how_many_gpus(exporter: Exporter) -> None:  # noqa: F811
     clock = [0.0]
     tl = Timeline(clock=lambda: clock[0])
     _run(observer_for(_env(exporter.url), tl), tl, clock, 3)
@@ -137,7 +93,7 @@ def test_no_new_xid_is_a_pass_that_says_how_many_gpus(exporter: Exporter) -> Non
     assert row.ok is True and row.measured == 0 and row.detail == "none new on 2 GPU(s) since the scenario's start"
 
 
-def test_memory_released_is_judged_on_each_gpu_of_the_tp_group(exporter: Exporter) -> None:
+def test_memory_released_is_judged_on_each_gpu_of_the_tp_group(exporter: Exporter) -> None:  # noqa: F811
     clock = [0.0]
     tl = Timeline(clock=lambda: clock[0])
     obs = observer_for(_env(exporter.url), tl)
@@ -170,7 +126,7 @@ def test_the_recorded_h200_trace_as_two_gpus_gives_per_gpu_rows() -> None:
     assert got["power_w"]["max"] == pytest.approx(max(r["power_mw"] for r in one.rows) / 1000.0, abs=0.01)
 
 
-def test_a_local_target_reads_nvml_and_a_remote_one_its_hosts_exporter(exporter: Exporter) -> None:
+def test_a_local_target_reads_nvml_and_a_remote_one_its_hosts_exporter(exporter: Exporter) -> None:  # noqa: F811
     env = parse(f"""name: mixed
 endpoints: {{api: 'http://127.0.0.1:9'}}
 telemetry: {{dcgm: {{gpu-host-a: '{exporter.url}'}}}}
