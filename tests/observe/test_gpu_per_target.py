@@ -194,3 +194,20 @@ targets:
     got = gpu_summary(tl, 0, clock[0], 0)
     assert [r["gpu"] for r in got["per_gpu"]] == ["tp/gpu 0", f"tp/gpu {uuid}"]
     assert all(r["memory_used_bytes_max"] for r in got["per_gpu"])
+
+
+def test_the_timeline_panel_draws_one_power_line_per_gpu(exporter: Exporter) -> None:  # noqa: F811
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from chaos.report.timeline import _gpu_panel
+
+    clock = [0.0]
+    tl = Timeline(clock=lambda: clock[0])
+    _run(observer_for(_env(exporter.url), tl), tl, clock, 3)
+    fig, ax = plt.subplots()
+    _gpu_panel(ax, tl, 0.0)
+    assert [line.get_label() for line in ax.get_lines()] == ["GPU power (W) tp2/gpu 0", f"GPU power (W) tp2/gpu {UUID1}"]
+    plt.close(fig)
