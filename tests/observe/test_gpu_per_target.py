@@ -41,7 +41,7 @@ def test_two_gpus_from_the_exporter_page_each_get_rows_and_the_old_xid_is_not_ne
     obs = observer_for(_env(exporter.url), tl)
     assert [(c.target, c.device, c.source.name) for c in obs.channels] == [("tp2", "0", "dcgm"), ("tp2", UUID1, "dcgm")]
     assert [e.detail["reason"] for e in tl.find_events("observer", "gpu_not_watched")] == [
-        "solo: its GPUs are not named (gpus: a list, or CUDA_VISIBLE_DEVICES in env)"]
+        "solo: its GPUs are not named (gpus: a list, CUDA_VISIBLE_DEVICES in env, or its container's device request)"]
     _run(obs, tl, clock, 8)
     assert exporter.scrapes == 8  # one scrape per poll serves both GPUs
     assert tl.find_events("xid") == []  # GPU 1's Xid 79 was there before the scenario: history
@@ -211,3 +211,29 @@ def test_the_timeline_panel_draws_one_power_line_per_gpu(exporter: Exporter) -> 
     _gpu_panel(ax, tl, 0.0)
     assert [line.get_label() for line in ax.get_lines()] == ["GPU power (W) tp2/gpu 0", f"GPU power (W) tp2/gpu {UUID1}"]
     plt.close(fig)
+
+
+def test_devices_read_from_the_container_fill_in_what_the_file_does_not_name(exporter: Exporter) -> None:  # noqa: F811
+    from types import SimpleNamespace
+
+    from chaos.observe.gpu_plan import devices_from_container
+
+    # the shape chaos.targets.container_facts gives: `gpus` from the device request, GPU variables
+    assert devices_from_container(SimpleNamespace(gpus="device=0,1", variables={})) == ["0", "1"]
+    assert devices_from_container(SimpleNamespace(gpus="all", variables={"NVIDIA_VISIBLE_DEVICES": UUID1})) == [UUID1]
+    assert devices_from_container(SimpleNamespace(gpus="2", variables={"NVIDIA_VISIBLE_DEVICES": "all"})) is None
+    env = _env(exporter.url, gpus="all")
+    channels, notes = plan_channels(env, {"tp2": ["1"]})
+    assert [(c.target, c.device) for c in channels] == [("tp2", "1")] and len(notes) == 1  # solo still unnamed
+
+
+def test_remote_targets_without_an_exporter_are_not_read_from_this_hosts_nvml() -> None:
+    env = parse("""name: remote
+endpoints: {api: 'http://127.0.0.1:9'}
+targets:
+  - {name: far, kind: docker, image: vllm/vllm-openai, host: gpu-host-a, port: 8000, gpus: 2}
+""", "env.yaml", environ={})
+    asked: list[str] = []
+    channels, notes = plan_channels(env, nvml=lambda d: asked.append(d) or None)
+    assert channels == [] and asked == []
+    assert notes == ["the targets run on other hosts and telemetry names no dcgm-exporter (dcgm_url)"]
