@@ -3,8 +3,8 @@
 Identity, not reachability: any web server answers HTTP, so each part must answer as itself. The
 API lists the configured model; a fault proxy answers its health and accepts the configured token;
 a replica answers /health and lists a model; a container exists on its engine with the restart
-policy the file claims; the DCGM exporter serves DCGM series; Toxiproxy lists every configured
-proxy. One line per part, a failure saying what was expected and what came instead, never a
+policy the file claims; each DCGM exporter serves DCGM series for the GPUs its host's targets
+name; Toxiproxy lists every configured proxy. One line per part, a failure saying what was expected and what came instead, never a
 traceback. Parts the environment does not have are not listed. An embedded stack that is not up is
 said to be so, not reported as broken hosts.
 """
@@ -188,8 +188,9 @@ def probe(env: Environment, *, timeout: float = 3.0, docker: Callable[[str | Non
         out.append(Probe("load host", env.load.worker_host or "", ok, detail))
     out += [check_replica(t, timeout) for t in env.targets]
     out += check_containers(env, timeout, client=docker)
-    if env.telemetry.dcgm_url:
-        out.append(check_dcgm(env.telemetry.dcgm_url, timeout))
+    from chaos.probe_gpu import check_gpu_telemetry
+
+    out += check_gpu_telemetry(env, timeout)  # each exporter, and each target's named GPUs on its page
     return out
 
 

@@ -67,11 +67,12 @@ class Scenario:
         self.observers: list[Any] = []
         self.loads_started = 0
         self.closed = False
-        # GPU telemetry in every scenario: NVML, else the environment's DCGM exporter; without either
-        # the timeline and the journal say "no GPU visible" (never a silent omission)
-        from chaos.observe.gpu import GpuObserver
+        # GPU telemetry in every scenario, every GPU of every target: NVML on this host, else the target
+        # host's DCGM exporter; without either the timeline and the journal say "no GPU visible" and why
+        # (never a silent omission). Xids are reported from here on: the scenario's start is the baseline.
+        from chaos.observe.gpu_plan import observer_for
 
-        self.gpu = GpuObserver(self.timeline, dcgm_url=env.telemetry.dcgm_url, gpu_index=env.telemetry.gpu_index)
+        self.gpu = observer_for(env, self.timeline)
         self.observers.append(self.gpu.start())
 
     @property

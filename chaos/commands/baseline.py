@@ -42,7 +42,8 @@ def _run(e: Any, workload: str, duration: float | None) -> tuple[list[Any], floa
     """The workload's records, how long it took, and the GPU's figures over it (or why there are none)."""
     from chaos.load import baseline as bl
     from chaos.load.runner import start_env_load
-    from chaos.observe.gpu import GpuObserver, gpu_summary
+    from chaos.observe.gpu import gpu_summary
+    from chaos.observe.gpu_plan import observer_for
     from chaos.observe.timeline import Timeline
 
     overrides = bl.workload_load(e, workload)
@@ -52,7 +53,7 @@ def _run(e: Any, workload: str, duration: float | None) -> tuple[list[Any], floa
     typer.echo(f"chaos: {workload} against {e.endpoints.api} for up to {overrides['duration_s']:.0f} s ...")
     timeline = Timeline()
     with _serving(e):
-        gpu = GpuObserver(timeline, dcgm_url=e.telemetry.dcgm_url, gpu_index=e.telemetry.gpu_index).start()
+        gpu = observer_for(e, timeline).start()
         t0 = time.time()
         try:
             result = start_env_load(e, out_dir=out, seed=0, **overrides).wait()

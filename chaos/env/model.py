@@ -89,6 +89,30 @@ class VllmOptions(_Strict):
     extra_args: list[str] = []
 
 
+def _gpu_device(value: Any) -> int | str:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"expected a GPU index (0, 1, ...) or UUID (GPU-..., MIG-...), found {value!r}")
+    text = str(value).strip()
+    if text.isdigit():
+        return int(text)
+    if not text.startswith(("GPU-", "MIG-")):
+        raise ValueError(f"expected a GPU index (0, 1, ...) or UUID (GPU-..., MIG-...), found {value!r}")
+    return text
+
+
+def _gpus(value: Any) -> Any:
+    # one message for the three forms, rather than pydantic's one per union member
+    if isinstance(value, list):
+        return [_gpu_device(v) for v in value]
+    if value == "all" or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value
+    raise ValueError(f"expected a count (0, 1, ...), 'all', or a list of GPU indices or UUIDs (GPU-..., MIG-...), "
+                     f"found {value!r}")
+
+
+GpuDevice = Annotated[int | str, BeforeValidator(_gpu_device)]
+
+
 class Target(_Strict):
     """A serving replica the harness may hurt."""
 
@@ -110,7 +134,8 @@ class Target(_Strict):
     image: str | None = None
     container_name: str | None = None
     docker_host: DockerHost | None = None
-    gpus: int | Literal["all"] = 0
+    gpus: Annotated[int | Literal["all"] | list[GpuDevice], BeforeValidator(_gpus)] = Field(
+        0, description="a count (Docker picks the devices), 'all', or the devices: indices or GPU-/MIG- UUIDs")
     ipc_host: bool = False
     shm_size: str | None = None
     env: dict[str, str] = {}
@@ -124,6 +149,15 @@ class Target(_Strict):
         if self.simulator and self.vllm:
             raise ValueError("a target is either 'simulator' or 'vllm', not both")
         return self
+
+    @property
+    def gpu_devices(self) -> list[str] | None:
+        """The GPUs this replica uses as the file says: `gpus` as a list, else the indices or UUIDs in
+        its env's CUDA_VISIBLE_DEVICES; None when the file does not say which (a count, or nothing)."""
+        if isinstance(self.gpus, list):
+            return [str(g) for g in self.gpus]
+        visible = [d.strip() for d in self.env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+        return visible or None
 
     @property
     def backend(self) -> Literal["simulator", "vllm", "other"]:
@@ -298,10 +332,12 @@ class DegradedFloor(_Strict):
 
 
 class Telemetry(_Strict):
-    """Where GPU telemetry comes from: NVML on this host first, else a DCGM exporter's /metrics."""
+    """Where GPU telemetry comes from: per target host, NVML when the harness runs on it, else that
+    host's DCGM exporter (`dcgm`, else `dcgm_url`)."""
 
-    gpu_index: int = Field(0, ge=0, description="the GPU NVML (or the exporter's `gpu` label) reads")
-    dcgm_url: HttpUrl | None = Field(None, description="a dcgm-exporter base URL, for GPUs on another host")
+    gpu_index: int = Field(0, ge=0, description="the GPU read when no target names its GPUs (the one-GPU form)")
+    dcgm_url: HttpUrl | None = Field(None, description="a dcgm-exporter base URL, for hosts `dcgm` does not list")
+    dcgm: dict[str, HttpUrl] = Field({}, description="a target's host -> the dcgm-exporter base URL on that host")
 
 
 class Environment(_Strict):

@@ -153,16 +153,24 @@ def plot_timeline(
 
 
 def _gpu_panel(ax: Axes, timeline: Timeline, t0: float) -> None:
-    """GPU power (W) and temperature (degrees C, right axis), an Xid event as a red line."""
-    power = sorted((s.t - t0, float(s.value) / 1000.0) for s in timeline.series("gpu", "power_mw"))
-    temp = sorted((s.t - t0, float(s.value)) for s in timeline.series("gpu", "temp_c"))
-    if power:
-        ax.plot([p[0] for p in power], [p[1] for p in power], color="#8c564b", label="GPU power (W)")
+    """GPU power (W) and temperature (degrees C, right axis), one line per GPU, an Xid event as a red line."""
+    from chaos.observe.gpu import by_gpu
+
+    power = by_gpu(timeline.series("gpu", "power_mw"))
+    temp = by_gpu(timeline.series("gpu", "temp_c"))
+    for name, pts in power.items():
+        label = "GPU power (W)" + (f" {name}" if len(power) > 1 else "")
+        ax.plot([s.t - t0 for s in pts], [float(s.value) / 1000.0 for s in pts], label=label,
+                color="#8c564b" if len(power) == 1 else None)
     ax.set_ylabel("GPU power (W)")
     ax.set_ylim(bottom=0)
     if temp:
         twin = ax.twinx()
-        twin.plot([p[0] for p in temp], [p[1] for p in temp], color="#e377c2", label="GPU temperature (C)")
+        for name, pts in temp.items():
+            label = "GPU temperature (C)" + (f" {name}" if len(temp) > 1 else "")
+            one = len(temp) == 1  # one GPU keeps its colour; several get matplotlib's cycle, dotted
+            twin.plot([s.t - t0 for s in pts], [float(s.value) for s in pts], label=label,
+                      color="#e377c2" if one else None, linestyle="-" if one else ":")
         twin.set_ylabel("temperature (C)")
         twin.legend(loc="upper left", fontsize=8)
     for j, e in enumerate(timeline.find_events("xid")):

@@ -46,7 +46,8 @@ class DockerTarget:
 
     def __init__(self, name: str, image: str, *, args: list[str] | None = None, port: int, host: str = "127.0.0.1",
                  container_name: str | None = None, docker_host: str | None = None, run_id: str = "local",
-                 state_dir: str | os.PathLike[str] = ".state", restart_policy: str = "always", gpus: int | str = 0,
+                 state_dir: str | os.PathLike[str] = ".state", restart_policy: str = "always",
+                 gpus: int | str | list[int | str] = 0,
                  ipc_host: bool = False, shm_size: str | None = None, env: dict[str, str] | None = None,
                  volumes: dict[str, dict[str, str]] | None = None, client: Any = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
@@ -100,7 +101,10 @@ class DockerTarget:
             kw["shm_size"] = self.shm_size
         if self.volumes:
             kw["volumes"] = self.volumes
-        if self.gpus:
+        if isinstance(self.gpus, list):  # the devices themselves (indices or UUIDs), as `docker run --gpus '"device=0,1"'`
+            kw["device_requests"] = [docker.types.DeviceRequest(device_ids=[str(g) for g in self.gpus],
+                                                                capabilities=[["gpu"]])]
+        elif self.gpus:
             count = -1 if self.gpus == "all" else int(self.gpus)
             kw["device_requests"] = [docker.types.DeviceRequest(count=count, capabilities=[["gpu"]])]
         return kw

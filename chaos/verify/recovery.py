@@ -7,13 +7,13 @@ from the fault's end (t_revert), the moment the SLAs count from.
 from __future__ import annotations
 
 import bisect
-import statistics
-from typing import Sequence
+from typing import Collection, Sequence
 
 from chaos.env.model import SLAs
 from chaos.load.records import RequestRecord
 from chaos.load.stats import percentile
 from chaos.observe.timeline import Sample, Timeline
+from chaos.verify.gpu_rows import memory_rows, xid_row
 from chaos.verify.verdict import Verdict
 
 
@@ -99,31 +99,15 @@ def _fault_errors(records: Sequence[RequestRecord], t0: float, t1: float) -> tup
             sum(1 for r in attempts if not r.ok), len(attempts))
 
 
-def _gpu_rows(v: Verdict, mem: Sequence[Sample], t_inject: float, slas: SLAs, release: float, retake: float) -> None:
-    before = [float(s.value) for s in mem if s.t < t_inject]
-    after = sorted((s for s in mem if s.t >= t_inject), key=lambda s: s.t)
-    if not before or not after:
-        v.add("gpu_mem_released_s", slas.gpu_memory_release_s, None, None, "no GPU samples around the fault")
-        return
-    base = statistics.median(before)
-    freed = next((s for s in after if float(s.value) <= base * release), None)
-    v.add("gpu_mem_released_s", slas.gpu_memory_release_s, None if freed is None else round(freed.t - t_inject, 3),
-          freed is not None and freed.t - t_inject <= slas.gpu_memory_release_s,
-          f"baseline {base / 2**30:.2f} GiB; released means <= {release:.0%} of it")
-    if freed is None:
-        return
-    back = next((s for s in after if s.t > freed.t and float(s.value) >= base * retake), None)
-    v.add("gpu_mem_retaken_s", slas.cold_start_s, None if back is None else round(back.t - freed.t, 3),
-          back is not None and back.t - freed.t <= slas.cold_start_s,
-          f"from release to >= {retake:.0%} of baseline again (restart loaded the model)")
-
-
 def recovery_verdict(window: tuple[float, float], timeline: Timeline, records: Sequence[RequestRecord], slas: SLAs,
                      *, restarts: int | None = None, max_restarts: int | None = None, crash: bool = False,
                      steady_window_s: float = 10.0, p99_limit_s: float | None = None,
                      fault_error_rate_max: float | None = None, health_confirm: int = 3,
-                     gpu_release_fraction: float = 0.5, gpu_retake_fraction: float = 0.8) -> Verdict:
-    """Rows: health back, first completion, steady state, errors during the fault, restarts, GPU memory."""
+                     gpu_release_fraction: float = 0.5, gpu_retake_fraction: float = 0.8,
+                     target: str | None = None, expected_xids: Collection[int] | None = None) -> Verdict:
+    """Rows: health back, first completion, steady state, errors during the fault, restarts, GPU memory
+    on each of `target`'s GPUs after a crash, and the Xids new during the scenario (chaos.verify.gpu_rows:
+    `expected_xids` None for a non-GPU fault, where any Xid fails)."""
     t_inject, t_revert = window
     if t_revert < t_inject:
         from chaos.errors import ConfigError
@@ -166,11 +150,11 @@ def recovery_verdict(window: tuple[float, float], timeline: Timeline, records: S
           f"{att_bad}/{att_n} attempts failed")
     if restarts is not None:
         v.add("restarts", max_restarts, restarts, None if max_restarts is None else restarts <= max_restarts)
-    mem = timeline.series("gpu", "mem_used")
-    if crash and mem:
-        _gpu_rows(v, mem, t_inject, slas, gpu_release_fraction, gpu_retake_fraction)
-    elif crash:  # said, never silently left out
-        v.add("gpu_mem_released_s", slas.gpu_memory_release_s, None, None, "no GPU visible: no GPU samples on the timeline")
+    if crash:  # without GPU samples the row says so, never silently left out
+        memory_rows(v, timeline, t_inject, slas, target=target, release=gpu_release_fraction,
+                    retake=gpu_retake_fraction)
+    if timeline.series("gpu", "mem_used") or timeline.series("gpu", "temp_c"):
+        xid_row(v, timeline, expected_xids)
     v.data = {"t_inject": t_inject, "t_revert": t_revert, "health_back_s": t_h, "first_completion_s": t_c,
               "steady_state_s": t_s, "fault_errors": bad, "fault_requests": n, "fault_attempt_errors": att_bad}
     return v

@@ -38,7 +38,7 @@ def test_staging_example_needs_its_secrets(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("STAGING_API_KEY", "k")
     monkeypatch.setenv("HF_TOKEN", "h")
     env = load("staging.example", ENV_DIR)
-    assert env.safety.protected and env.targets[0].gpus == "all" and env.targets[0].ipc_host
+    assert env.safety.protected and env.targets[0].gpus == [0, 1] and env.targets[0].ipc_host
     assert env.endpoints.api_key == "k"
 
 
