@@ -185,6 +185,8 @@ ENTRIES = (  # destructive: as the suites mark their tests (refused on a protect
     Entry("routing", "unsigned, tampered, expired, replayed requests refused", False, (no_signing,)),
     Entry("routing", "misrouting share", False, (no_gateway_admin, no_canary)),
     Entry("routing", "answers from another model", False, (no_fault_proxies,)),
+    Entry("release", "gray release: shadow stage, then live stages, each gated", False, (no_canary, no_gateway_admin),
+          "the gateway must answer GET /admin/release (the reference gateway's gray-release admin)"),
     Entry("streams", "SSE cut, stall, error chunk, duplicate", False, (no_fault_proxies,)),
     Entry("clients", "backoff compliance of the reference and listed clients", False),
     Entry("inputs", "special characters; malformed requests", False),

@@ -91,15 +91,17 @@ def check_api(env: Environment, timeout: float) -> Probe:
     return Probe("api endpoint", url, True, f"lists {model!r}")
 
 
-def check_gateway_admin(env: Environment, url: str, timeout: float) -> Probe:
-    """The reference gateway's /metrics, with the breaker's state series when the file names one."""
-    answer = get(url.rstrip("/") + "/metrics", timeout)
+def check_gateway_admin(env: Environment, url: str, timeout: float, *, page: str | None = None,
+                        what: str = "gateway admin") -> Probe:
+    """The reference gateway's /metrics (or the metrics `page` at a full URL), with the breaker's
+    state series when the file names one."""
+    answer = get(page or url.rstrip("/") + "/metrics", timeout)
     series = env.breaker.state_metric
-    expected = f"expected Prometheus metrics on /metrics{f' with {series}' if series else ''}"
+    expected = f"expected Prometheus metrics on {'that page' if page else '/metrics'}{f' with {series}' if series else ''}"
     if answer.status != 200 or (series and series.encode() not in answer.body):
         got = answer.got() if answer.status != 200 else f"HTTP 200 without {series}"
-        return Probe("gateway admin", url, False, f"{expected}; got {got}")
-    return Probe("gateway admin", url, True, f"serves {series}" if series else "HTTP 200")
+        return Probe(what, url, False, f"{expected}; got {got}")
+    return Probe(what, url, True, f"serves {series}" if series else "HTTP 200")
 
 
 def check_toxiproxy(env: Environment, timeout: float) -> list[Probe]:
@@ -180,6 +182,9 @@ def probe(env: Environment, *, timeout: float = 3.0, docker: Callable[[str | Non
     out = [check_api(env, timeout)]
     if env.endpoints.gateway_admin:
         out.append(check_gateway_admin(env, env.endpoints.gateway_admin, timeout))
+    if env.endpoints.gateway_metrics:  # a team gateway's own Prometheus page (chaos.verify.gateway_state)
+        page = env.endpoints.gateway_metrics
+        out.append(check_gateway_admin(env, page, timeout, page=page, what="gateway metrics"))
     if env.toxiproxy is not None:
         out += check_toxiproxy(env, timeout)
     out += [check_fault_proxy(env, fp, timeout) for fp in env.fault_proxies]

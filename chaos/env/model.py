@@ -24,6 +24,9 @@ class Endpoints(_Strict):
 
     api: HttpUrl = Field(description="base URL clients call, e.g. http://127.0.0.1:18000")
     gateway_admin: HttpUrl | None = None
+    gateway_metrics: HttpUrl | None = Field(None, description="your gateway's Prometheus page (full URL), where "
+                                            "breaker.state_metric is scraped during breaker scenarios; default: "
+                                            "gateway_admin's /metrics (the reference gateway's)")
     model: str = "sim-model"
     api_key: str | None = None
     # the path a health prober GETs at `api` without credentials: vLLM's and the reference gateway's
@@ -271,7 +274,9 @@ class BreakerPolicy(_Strict):
     reaction_allowance_s: float = Field(2.0, ge=0)
     canary_weight: float = Field(0.1, ge=0, le=1)
     pool_header: str = "x-served-by"
-    state_metric: str | None = "chaos_gateway_pool_state"
+    state_metric: str | None = Field("chaos_gateway_pool_state", description="the gateway's own breaker state per pool "
+                                     "(label pool; 0 closed, 1 half-open, 2 open, 3 forced open), scraped from "
+                                     "endpoints.gateway_metrics and shown beside the black-box verdict")
     hmac_key_env: str | None = None
     normalize_unicode: bool = True
 

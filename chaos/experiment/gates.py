@@ -47,25 +47,35 @@ def replica_timed(pairs: list[dict[str, Any]], rows: list[dict[str, Any]]) -> tu
     return out, timed
 
 
-def gate_verdicts(env: Any, release: Any, gate: Any, window_s: float,
-                  pairs: Callable[[float], list[dict[str, Any]]] | None = None) -> list[Callable[[Any], Verdict]]:
-    """The verdicts of one stage: the shadow gate where the canary serves no user (weight 0 with a
-    mirror share), else the live gate; the stage's window is the run's inject..revert, its baseline
-    the `window_s` of steady state before it."""
+def is_shadow(release: Any) -> bool:
+    """A shadow stage: the canary serves no user (weight 0) and gets copies (a mirror share)."""
+    return bool(release.canary_weight == 0 and release.mirror > 0)
+
+
+def stage_verdict(env: Any, release: Any, gate: Any, window_s: float, records: list[Any],
+                  stage: tuple[float | None, float | None],
+                  pairs: Callable[[float], list[dict[str, Any]]] | None = None) -> Verdict:
+    """One stage's gate over `stage` (its inject..revert): the shadow gate for a shadow stage (its
+    baseline the `window_s` of steady state before it), else the live gate."""
     tol = Tolerance(max_diff_score=gate.max_diff_score, max_error_rate_delta=gate.max_error_rate_delta,
                     max_p99_ratio=gate.max_p99_ratio, p99_slack_s=gate.p99_slack_s, min_pairs=gate.min_pairs)
-    fetch = pairs or (lambda since: _replica_timed_pairs(env, since))
-    shadow = release.canary_weight == 0 and release.mirror > 0
+    start, end = stage
+    if start is None or end is None:
+        raise GateError("the stage was never in place: nothing to judge")
+    if is_shadow(release):
+        got = (pairs or (lambda since: _replica_timed_pairs(env, since)))(start)
+        return shadow_gate(records, got, before=(start - window_s, start), during=(start, end), tol=tol)
+    return live_gate(records, during=(start, end), admit=release.admit, tol=tol)
+
+
+def gate_verdicts(env: Any, release: Any, gate: Any, window_s: float,
+                  pairs: Callable[[float], list[dict[str, Any]]] | None = None) -> list[Callable[[Any], Verdict]]:
+    """The verdicts of one game-day stage: `stage_verdict` over the run's inject..revert."""
 
     def judge(run: Any) -> Verdict:
-        start, end = run.t_inject, run.t_revert
-        if start is None or end is None:
-            raise GateError("the stage was never in place: nothing to judge")
-        if shadow:
-            return shadow_gate(run.records, fetch(start), before=(start - window_s, start), during=(start, end), tol=tol)
-        return live_gate(run.records, during=(start, end), admit=release.admit, tol=tol)
+        return stage_verdict(env, release, gate, window_s, run.records, (run.t_inject, run.t_revert), pairs)
 
-    judge.__name__ = "shadow gate" if shadow else "live gate"
+    judge.__name__ = "shadow gate" if is_shadow(release) else "live gate"
     return [judge]
 
 

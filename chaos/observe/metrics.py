@@ -75,7 +75,7 @@ class MetricsScraper(PollingObserver):
             return
         self._scrape_state(True, t, None)
         self.last = samples
-        self.timeline.extend([_to_sample(t, s) for s in samples])
+        self.timeline.extend([_to_sample(t, s, self.source) for s in samples])
 
     def _scrape_state(self, ok: bool, t: float, error: str | None) -> None:
         self.timeline.sample(self.source, "scrape_ok", ok, t=t)
@@ -87,7 +87,7 @@ class MetricsScraper(PollingObserver):
         self.http.close()
 
 
-def _to_sample(t: float, s: MetricSample) -> Sample:
+def _to_sample(t: float, s: MetricSample, source: str) -> Sample:
     from chaos.observe.timeline import Sample
 
-    return Sample(t, MetricsScraper.source, s.name, s.value, s.labels)
+    return Sample(t, source, s.name, s.value, s.labels)

@@ -27,6 +27,7 @@ from chaos.report.summary import add_breaker
 from chaos.verify.anomaly import anomaly_verdict, observed_anomaly
 from chaos.verify.breaker import analyze, degrade_recovery_s
 from chaos.verify.breaker_table import spec_vs_observed, write_table
+from chaos.verify import gateway_state
 from chaos.verify.power import tier_judgeable
 from suites.conftest import fault_proof, gateway_admin, requires
 
@@ -176,6 +177,7 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
     rep.title(f"{name} on the canary -> expect {expect} ({kind} gateway)")
     sc = scenario(f"breaker-{name}", hurt=canaries)
     sc.observe(env.endpoints.api)
+    gateway_state.watch(sc, env)  # the gateway's own state metric, shown beside the black-box verdict
     obs = None
     if admin:
         token = env.gateway.admin_token if env.gateway else None
@@ -242,5 +244,6 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
                            title=f"breaker: {name} ({kind})")
         rep.attach_png(png, "breaker timeline")
     add_breaker(summary, name, observed=observed, expected=expect)
+    gateway_state.beside(verdicts[0], observed, sc, env, (t0, t1), until)
     sc.judge("the fault really happened", [stage1])
     sc.judge("the breaker behaved", verdicts)

@@ -173,3 +173,23 @@ def test_a_container_must_exist_with_the_restart_policy_the_file_claims(tmp_path
         assert not gone.ok and f"{name}-gone" in gone.detail and "no container by that name" in gone.detail
     finally:
         client.containers.get(name).remove(force=True)
+
+
+def test_a_team_gateways_metrics_page_must_serve_the_state_metric(tmp_path, static_server) -> None:
+    www, hp = static_server
+    (www / "prom").write_text('# TYPE team_pool_state gauge\nteam_pool_state{pool="canary"} 0\n')
+
+    def gateway_metrics(page: str, metric: str):
+        path = _write(tmp_path, f"""name: team
+endpoints: {{api: "http://{hp}", gateway_metrics: "http://{hp}/{page}"}}
+breaker: {{state_metric: {metric}}}
+targets: []
+""")
+        return next(p for p in probe(parse(path.read_text(), path, {}), timeout=3.0) if p.what == "gateway metrics")
+
+    assert gateway_metrics("prom", "team_pool_state").ok
+    missing = gateway_metrics("prom", "other_pool_state")
+    assert not missing.ok and missing.detail == ("expected Prometheus metrics on that page with other_pool_state; "
+                                                 "got HTTP 200 without other_pool_state"), missing
+    gone = gateway_metrics("nothing", "team_pool_state")
+    assert not gone.ok and "got HTTP 404" in gone.detail, gone
