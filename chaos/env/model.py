@@ -13,6 +13,9 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 # reads a bare `no` as false, and `restart_policy: no` is what a Compose user writes
 RestartPolicy = Annotated[Literal["always", "on-failure", "no", "unless-stopped"],
                           BeforeValidator(lambda v: "no" if v is False else v)]
+# the recovery suite's faults, by the names its test ids carry (chaos/hurt.py chooses their targets)
+RecoveryFault = Literal["gpu-driver-reset", "crash-sigkill", "engine-death-exit0", "nccl-rank-freeze",
+                        "nccl-rank-link-cut"]
 
 
 class _Strict(BaseModel):
@@ -114,6 +117,18 @@ class Target(_Strict):
     ipc_host: bool = False
     shm_size: str | None = None
     env: dict[str, str] = {}
+    hurt: bool | list[RecoveryFault] | None = Field(
+        None, description="which recovery faults may hurt this target: true (all), false (none) or a list; "
+                          "unset: all on a stable target, none on a canary")
+    _read: Any = PrivateAttr(None)  # chaos.targets.container_facts.ContainerFacts, once read
+
+    @property
+    def read_from_container(self) -> Any:
+        """What `docker inspect` of this target's container said this session (None: not read)."""
+        return self._read
+
+    def remember_container(self, facts: Any) -> None:
+        self._read = facts
 
     @model_validator(mode="after")
     def _kind_fields(self) -> "Target":
