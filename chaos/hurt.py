@@ -20,10 +20,8 @@ TP_ONLY = ("nccl-rank-freeze", "nccl-rank-link-cut")
 
 
 def tp_of(t: Target) -> int:
-    """The target's TP size: the file's, else its container's (chaos/targets/container_facts.py)."""
-    from chaos.targets.container_facts import tp_size
-
-    return tp_size(t)
+    """The target's TP size: the file's, else its container's once read (chaos/targets/container_facts.py)."""
+    return t.tp_size
 
 
 def marked(t: Target, fault: str | None) -> bool:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, get_args
 
-from chaos.env.model import Target
+from chaos.env.model import RestartPolicy, Target
 
 EXECUTE_TIMEOUT_VAR = "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"  # a frozen TP rank kills the engine after this
 # shown besides the VLLM_* ones: which GPUs the processes inside see
@@ -111,7 +111,7 @@ def settings(cfg: Target, facts: ContainerFacts | None) -> list[Setting]:
     it sets a value (an override), else the container's, else the default."""
     from chaos import budgets
 
-    given = cfg.model_fields_set
+    given = cfg.file_fields
     timeout_file = f"{cfg.vllm.execute_model_timeout_s:g}" if cfg.vllm and cfg.vllm.execute_model_timeout_s else None
     timeout_ct = facts.execute_model_timeout_s if facts else None
     policy_ct = (facts.restart_policy + (f":{facts.max_retries}" if facts.max_retries else "")) if facts else None
@@ -136,12 +136,15 @@ def facts_of(cfg: Target) -> ContainerFacts | None:
     return got if isinstance(got, ContainerFacts) else None
 
 
-def tp_size(cfg: Target) -> int:
-    """The target's TP size: the file's where it sets one, else its container's, else 1."""
-    facts = facts_of(cfg)
-    if "tp_size" not in cfg.model_fields_set and facts is not None and facts.tp_size:
-        return facts.tp_size
-    return cfg.tp_size
+def apply(cfg: Target, facts: ContainerFacts) -> None:
+    """Remember what the container said, and take its restart policy and TP size where the file sets
+    none (the file overrides); the engine timeout is chaos.budgets.engine_timeout's to choose."""
+    cfg.remember_container(facts)
+    given = cfg.file_fields
+    if "restart_policy" not in given and facts.restart_policy in get_args(get_args(RestartPolicy)[0]):
+        cfg.restart_policy = facts.restart_policy  # type: ignore[assignment]  # checked against the Literal
+    if "tp_size" not in given and facts.tp_size:
+        cfg.tp_size = facts.tp_size
 
 
 def read(cfg: Target, client: Any) -> ContainerFacts:
@@ -184,7 +187,7 @@ def read_all(targets: list[Target], timeout: float = 5.0,
             out[t.name] = (f"no container {t.container_name!r} on {where}" + (" (not up yet?)" if nf else
                                                                                 f": {_first_line(e)}"))
             continue
-        t.remember_container(facts)
+        apply(t, facts)
         out[t.name] = facts
     return out
 
