@@ -41,7 +41,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="do not revert leftover faults from the ledger at session start and end")
     group.addoption("--target", dest="chaos_targets", action="append", default=None, metavar="NAME",
                     help="the recovery suite hurts this target (repeatable; default: every target the "
-                         "environment marks, see hurt: in docs/environments.md)")
+                         "environment marks: a stable one, or hurt: (README, Pointing it at your own staging))")
     parser.addini("chaos_env", "default environment name or path", default="local")
     parser.addini("chaos_allow_destructive", "allow destructive tests on protected environments",
                   type="bool", default=False)
