@@ -122,12 +122,18 @@ def settings(cfg: Target, facts: ContainerFacts | None) -> list[Setting]:
                 cfg.restart_policy),
         _choose("tensor-parallel size", str(cfg.tp_size) if "tp_size" in given else None,
                 str(facts.tp_size) if facts and facts.tp_size else None, str(cfg.tp_size)),
-        _choose("GPUs", str(cfg.gpus) if "gpus" in given else None, facts.gpus if facts else None, str(cfg.gpus)),
+        _choose("GPUs", _gpus_text(cfg.gpus) if "gpus" in given else None, facts.gpus if facts else None,
+                _gpus_text(cfg.gpus)),
     ]
     if cfg.simulator:  # the simulator's own rank timeout is a flag the harness passes: the file's
         out[0] = Setting("engine timeout (simulator collective_timeout_s)", f"{cfg.simulator.collective_timeout_s:g}",
                          None, f"{cfg.simulator.collective_timeout_s:g}", "file")
     return out
+
+
+def _gpus_text(gpus: object) -> str:
+    """The file's `gpus` as the container's are shown: a device list (main's i30-gpu form) as "device=0,1"."""
+    return "device=" + ",".join(str(d) for d in gpus) if isinstance(gpus, (list, tuple)) else str(gpus)
 
 
 def facts_of(cfg: Target) -> ContainerFacts | None:
