@@ -37,9 +37,15 @@ def engine_timeout(cfg: Target) -> tuple[float, str]:
     if cfg.simulator:
         return cfg.simulator.collective_timeout_s, f"{cfg.name}'s simulator collective_timeout_s " \
                                                    f"{_s(cfg.simulator.collective_timeout_s)}"
-    if cfg.vllm and cfg.vllm.execute_model_timeout_s:
+    if cfg.vllm and cfg.vllm.execute_model_timeout_s:  # the file overrides what the container says
         return cfg.vllm.execute_model_timeout_s, f"{cfg.name}'s vllm.execute_model_timeout_s " \
                                                  f"{_s(cfg.vllm.execute_model_timeout_s)}"
+    from chaos.targets.container_facts import EXECUTE_TIMEOUT_VAR, facts_of
+
+    facts = facts_of(cfg)
+    if facts is not None and facts.execute_model_timeout_s:
+        return facts.execute_model_timeout_s, f"{EXECUTE_TIMEOUT_VAR} {_s(facts.execute_model_timeout_s)} " \
+                                              f"read from container {facts.container}"
     return VLLM_EXECUTE_MODEL_TIMEOUT_S, f"vLLM's default execute-model timeout {_s(VLLM_EXECUTE_MODEL_TIMEOUT_S)}"
 
 
@@ -72,9 +78,11 @@ def common(env: Environment) -> list[PhaseBudget]:
 def _recovery(env: Environment) -> list[PhaseBudget]:
     s = env.slas
     phases = [p for p in common(env) if p.phase not in ("hold fault", "drain load")]
-    stable = [t for t in env.targets if t.pool == "stable"]
-    if stable:  # the rank freeze and link cut hold until the engine died of its own timeout
-        t, why = engine_timeout(stable[0])
+    from chaos.hurt import TP_ONLY, chosen
+
+    held = [t for f in TP_ONLY for t in chosen(env, f)[0]]
+    if held:  # the rank freeze and link cut hold until the engine died of its own timeout: the longest one's
+        t, why = max((engine_timeout(x) for x in held), key=lambda tw: tw[0])
         phases.append(derived("wait for the engine to die", t + ENGINE_DEATH_SLACK_S,
                               f"{why} + {_s(ENGINE_DEATH_SLACK_S)} s"))
     return phases + [

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 from urllib.parse import urlparse
 
 from chaos.env import Environment
@@ -82,28 +82,6 @@ def no_fault_proxies(env: Environment) -> str | None:
         f"environment {env.name} has no fault proxies in front of its replicas"
 
 
-def _hurt(env: Environment) -> Target | None:
-    stable = [t for t in env.targets if t.pool == "stable"]
-    return stable[0] if stable else None
-
-
-def no_second_rank(env: Environment) -> str | None:
-    t = _hurt(env)
-    if t is None:
-        return no_stable(env)
-    return None if t.tp_size >= 2 else f"target {t.name} runs TP {t.tp_size}: there is no second rank to freeze"
-
-
-def no_rank_link(env: Environment) -> str | None:
-    t = _hurt(env)
-    if t is None:
-        return no_stable(env)
-    if t.backend == "vllm":
-        return (f"rank-link cut: vLLM's CPU ranks of {t.name} talk over shared memory, not TCP, so there is "
-                "no link for Toxiproxy to cut (on GPUs it is NCCL over NVLink/IB)")
-    return None if t.rank_proxies and env.toxiproxy is not None else f"target {t.name} has no rank link through Toxiproxy"
-
-
 def sim_admin_reachable(t: Target) -> bool:
     """A simulator whose admin API (planted faults) the harness can call: it answers only on its own
     host's loopback, so the simulator must run on this machine's."""
@@ -167,14 +145,17 @@ class Entry:
     needs: tuple[Callable[[Environment], str | None], ...] = ()
     # what is only known once the stack runs: a reason, or a question whose None means known now
     at_run_time: str | Callable[[Environment], str | None] = ""
+    fault: str = ""  # a recovery fault (chaos/hurt.py): one row per target it hurts, naming the target
 
 
 ENTRIES = (  # destructive: as the suites mark their tests (refused on a protected environment)
     Entry("smoke", "Toxiproxy proxies an echo server; a latency toxic applies", False),
-    Entry("recovery", "GPU driver reset, crash, engine death on a stable replica", True, (no_stable,)),
-    Entry("recovery", "NCCL rank freeze", True, (no_second_rank,)),
-    Entry("recovery", "NCCL rank-link cut", True, (no_rank_link,)),
-    Entry("recovery", "no-fault baselines", False, (no_stable,)),
+    Entry("recovery", "GPU driver reset", True, fault="gpu-driver-reset"),
+    Entry("recovery", "crash (SIGKILL)", True, fault="crash-sigkill"),
+    Entry("recovery", "engine death (exit 0)", True, fault="engine-death-exit0"),
+    Entry("recovery", "NCCL rank freeze", True, fault="nccl-rank-freeze"),
+    Entry("recovery", "NCCL rank-link cut", True, fault="nccl-rank-link-cut"),
+    Entry("recovery", "no-fault baselines", False, fault="baseline"),
     Entry("recovery", "cold start of a standby replica", False, (no_local_standby,)),
     Entry("recovery", "restart policy on-failure (negative control)", True, (no_local_standby,)),
     Entry("network", "client-path jitter, reset, timeout", False, (no_client_proxy,)),
@@ -205,24 +186,53 @@ class Row:
     verdict: str
     reason: str
     budget_s: float | None = None  # a scenario's time budget in this suite (chaos/budgets.py), where it runs
+    target: str = ""  # the target a recovery row hurts (or observes, for its baseline)
 
 
-def plan(env: Environment, *, allow_destructive: bool) -> list[Row]:
-    """One row per entry: run, skip (the suite's own reason), refused (protected, destructive),
-    or run with a condition decided at run time."""
+def _per_target(env: Environment, e: Entry, only: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(what, target, skip reason) for each target a recovery entry's fault hurts; one row when none."""
+    from chaos import hurt
+
+    targets, why = hurt.chosen(env, None if e.fault == "baseline" else e.fault, only)
+    if not targets:
+        return [(e.what, "", why)]
+    out = []
+    for t in targets:
+        tp = hurt.tp_of(t)
+        out.append((f"{e.what} on {t.name}" + (f" (TP {tp})" if e.fault in hurt.TP_ONLY else ""), t.name, ""))
+    return out
+
+
+def _note(env: Environment, e: Entry, target: str) -> str:
+    """What a run row depends on that the file or the container decided: the engine's timeout the rank
+    freeze and link cut wait for, and where it was read."""
+    from chaos import budgets, hurt
+
+    if e.fault not in hurt.TP_ONLY or not target:
+        return ""
+    _, why = budgets.engine_timeout(env.target(target))
+    return f"waits for the engine's timeout: {why}"
+
+
+def plan(env: Environment, *, allow_destructive: bool, only: Sequence[str] = ()) -> list[Row]:
+    """One row per entry (per target hurt, for a recovery fault; `only`: the --target names): run, skip
+    (the suite's own reason), refused (protected, destructive), or run with a condition decided at run time."""
     from chaos import budgets
 
     rows = []
     for e in ENTRIES:
-        why = next((r for r in (need(env) for need in e.needs) if r), None)
-        if why:
-            rows.append(Row(e.suite, e.what, SKIP, why))
-        elif e.destructive and env.safety.protected and not allow_destructive:
-            rows.append(Row(e.suite, e.what, REFUSED, f"environment {env.name} is protected; pass --allow-destructive"))
-        elif (later := e.at_run_time(env) if callable(e.at_run_time) else e.at_run_time):
-            rows.append(Row(e.suite, e.what, AT_RUN_TIME, later, budgets.for_suite(env, e.suite).total))
-        else:
-            rows.append(Row(e.suite, e.what, RUN, "", budgets.for_suite(env, e.suite).total))
+        for what, target, skip in (_per_target(env, e, only) if e.fault else [(e.what, "", "")]):
+            why = skip or next((r for r in (need(env) for need in e.needs) if r), None)
+            if why:
+                rows.append(Row(e.suite, what, SKIP, why, target=target))
+            elif e.destructive and env.safety.protected and not allow_destructive:
+                rows.append(Row(e.suite, what, REFUSED, f"environment {env.name} is protected; pass --allow-destructive",
+                                target=target))
+            elif (later := e.at_run_time(env) if callable(e.at_run_time) else e.at_run_time):
+                rows.append(Row(e.suite, what, AT_RUN_TIME, later, budgets.for_suite(env, e.suite).total, target))
+            else:
+                rows.append(Row(e.suite, what, RUN, _note(env, e, target), budgets.for_suite(env, e.suite).total,
+                                target))
     return rows
 
 

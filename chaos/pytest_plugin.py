@@ -5,7 +5,7 @@ Settings resolve marker -> CLI -> environment variable -> ini, like pytest-timeo
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -16,6 +16,7 @@ ENV_KEY = pytest.StashKey[Environment]()
 UNINSTALL_SIGNALS_KEY = pytest.StashKey[object]()
 ENV_NAME_KEY = pytest.StashKey[str]()
 GPU_KEY = pytest.StashKey[str]()
+READ_KEY = pytest.StashKey[bool]()
 
 pytest_plugins = ["chaos.pytest_checklist"]  # the release checklist and --require-proven
 
@@ -38,6 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="allow destructive tests against an environment marked protected: true")
     group.addoption("--chaos-no-cleanup", dest="chaos_no_cleanup", action="store_true", default=None,
                     help="do not revert leftover faults from the ledger at session start and end")
+    group.addoption("--target", dest="chaos_targets", action="append", default=None, metavar="NAME",
+                    help="the recovery suite hurts this target (repeatable; default: every target the "
+                         "environment marks: a stable one, or hurt: (README, Pointing it at your own staging))")
     parser.addini("chaos_env", "default environment name or path", default="local")
     parser.addini("chaos_allow_destructive", "allow destructive tests on protected environments",
                   type="bool", default=False)
@@ -63,6 +67,46 @@ def allow_destructive(config: pytest.Config) -> bool:
     return bool(_setting(config, "chaos_allow_destructive", "CHAOS_ALLOW_DESTRUCTIVE"))
 
 
+def chosen_targets(config: pytest.Config) -> tuple[str, ...]:
+    """The --target names given (empty: the environment's marks decide)."""
+    return tuple(config.getoption("chaos_targets", None) or ())
+
+
+def read_containers(config: pytest.Config) -> None:
+    """Once per session, before the recovery suite picks its targets: what each existing container of an
+    environment the harness does not start says about itself (TP size, engine timeout; chaos env check
+    shows the same). A container that cannot be read leaves the file's values."""
+    env = get_env(config)
+    if READ_KEY in config.stash or env.embedded != "none":
+        return
+    from chaos.targets.container_facts import read_all
+
+    config.stash[READ_KEY] = True
+    read_all(env.targets)
+
+
+def hurt_params(config: pytest.Config, rows: list[tuple[str | None, str]],
+                marks: dict[str, list[pytest.MarkDecorator]] | None = None) -> list[Any]:
+    """pytest params (fault, load, target) for each (fault, load) row and each target its fault hurts
+    (chaos/hurt.py), the target in the id; a row no target fits is one param that skips saying why."""
+    from chaos import hurt
+
+    env = get_env(config)
+    read_containers(config)
+    try:
+        cells = hurt.matrix(env, rows, chosen_targets(config))
+    except ChaosError as e:
+        raise pytest.UsageError(str(e)) from None
+    out = []
+    for fault, load, target, why in cells:
+        m = list((marks or {}).get(fault or "", []))
+        if target is None:
+            m.append(pytest.mark.skip(reason=why))
+        out.append(pytest.param(fault, load, target, marks=m,
+                                id="-".join(p for p in (fault or "baseline", load, target) if p)))
+    return out
+
+
 def get_env(config: pytest.Config) -> Environment:
     """The loaded Environment; loaded once per session, errors as one clear line."""
     if ENV_KEY not in config.stash:
@@ -81,8 +125,14 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, doc in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {doc}")
     config.stash[ENV_NAME_KEY] = env_name(config)
-    if _explicit_env(config):
-        get_env(config)  # fail fast on a bad --env before collecting anything
+    if _explicit_env(config) or chosen_targets(config):
+        env = get_env(config)  # fail fast on a bad --env (or --target) before collecting anything
+        from chaos.hurt import check_names
+
+        try:
+            check_names(env, chosen_targets(config))
+        except ChaosError as e:
+            raise pytest.UsageError(str(e)) from None
     from chaos import interrupt
 
     config.stash[UNINSTALL_SIGNALS_KEY] = interrupt.install()  # SIGTERM/SIGHUP unwind like Ctrl-C
@@ -135,7 +185,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     env = get_env(session.config)
     tr.section(f"llm-chaos plan for {env.name}", sep="-")
-    for line in format_plan(plan(env, allow_destructive=allow_destructive(session.config))):
+    for line in format_plan(plan(env, allow_destructive=allow_destructive(session.config),
+                                 only=chosen_targets(session.config))):
         tr.write_line(line)
 
 

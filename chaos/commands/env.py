@@ -26,15 +26,32 @@ def check(env: str = EnvOption,
           probe: bool = typer.Option(False, "--probe", help="check each part is what the file says"),
           allow_destructive: bool = typer.Option(False, "--allow-destructive", envvar="CHAOS_ALLOW_DESTRUCTIVE",
                                                  help="plan as a run with --allow-destructive would"),
-          timeout: float = typer.Option(3.0, "--timeout", min=0.1, help="seconds per probe")) -> None:
-    """Validate an environment file; print which suites will run, skip (and why) or be refused.
+          timeout: float = typer.Option(3.0, "--timeout", min=0.1, help="seconds per probe"),
+          target: list[str] = typer.Option([], "--target", metavar="NAME",
+                                           help="plan the recovery suite against this target (repeatable)"),
+          read: bool = typer.Option(True, "--read/--no-read",
+                                    help="read each docker target's container (docker inspect) for its settings")) -> None:
+    """Validate an environment file; print what each docker target's container says about itself and
+    which value the run uses, then which suites will run, skip (and why) or be refused.
 
     With --probe, first check each part the file names is what the file says; exit 1 when any fails."""
+    from chaos.hurt import check_names
     from chaos.plan import format_plan, plan
 
     e = load(env)
+    check_names(e, target)
     prot = "protected" if e.safety.protected else "not protected"
     typer.echo(f"{e.name}: ok ({len(e.targets)} targets, embedded={e.embedded}, {prot}, api {e.endpoints.api})")
+    for note in e.unset_unused:
+        typer.echo(f"note: {note}")
+    docker_targets = [t for t in e.targets if t.kind == "docker"]
+    if read and docker_targets:
+        from chaos.targets.container_facts import format_read, read_all
+
+        typer.echo("")
+        typer.echo("read from the containers (the file overrides a value it sets):")
+        for line in format_read(docker_targets, read_all(docker_targets, timeout=timeout)):
+            typer.echo(f"  {line}")
     failed = False
     if probe:
         from chaos.probe import format_probes, probe as run_probes
@@ -45,7 +62,7 @@ def check(env: str = EnvOption,
         for line in format_probes(e, probes):
             typer.echo(line)
     typer.echo("")
-    for line in format_plan(plan(e, allow_destructive=allow_destructive)):
+    for line in format_plan(plan(e, allow_destructive=allow_destructive, only=target)):
         typer.echo(line)
     if failed:
         raise typer.Exit(1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from pydantic import ValidationError
 
@@ -58,8 +58,27 @@ class UnsetVariable(ConfigError):
         self.loc = loc
 
 
-def expand_vars(value: Any, environ: Mapping[str, str], where: str = "", *, loc: tuple[str | int, ...] = ()) -> Any:
-    """Replace ${VAR} and ${VAR:-default} in every string, recursively."""
+Loc = tuple[str | int, ...]
+
+
+def unused_here(raw: dict[str, Any]) -> Callable[[Loc], str | None]:
+    """Where in this file a value is never read by the harness, and why (None: it is read). A replica's
+    `env` is passed only to a replica the harness starts; with embedded: none it starts none."""
+    embedded = raw.get("embedded", "none")
+
+    def why(loc: Loc) -> str | None:
+        if embedded == "none" and len(loc) >= 4 and loc[0] == "targets" and loc[2] == "env":
+            return ("embedded: none, so the harness starts no replica and never passes a target's env "
+                    "(the running container has its own)")
+        return None
+    return why
+
+
+def expand_vars(value: Any, environ: Mapping[str, str], where: str = "", *, loc: Loc = (),
+                unused: Callable[[Loc], str | None] | None = None, dropped: list[str] | None = None) -> Any:
+    """Replace ${VAR} and ${VAR:-default} in every string, recursively. A value with an unset variable
+    where `unused` says the harness never reads it is left out (and noted in `dropped`), not an error."""
+    kw: dict[str, Any] = {"unused": unused, "dropped": dropped}
     if isinstance(value, str):
         def sub(m: re.Match[str]) -> str:
             name, default = m.group(1), m.group(2)
@@ -70,9 +89,20 @@ def expand_vars(value: Any, environ: Mapping[str, str], where: str = "", *, loc:
             raise UnsetVariable(f"{where or 'value'}: environment variable ${{{name}}} is not set", loc)
         return _VAR.sub(sub, value)
     if isinstance(value, dict):
-        return {k: expand_vars(v, environ, f"{where}.{k}" if where else str(k), loc=(*loc, k)) for k, v in value.items()}
+        out: dict[Any, Any] = {}
+        for k, v in value.items():
+            at = f"{where}.{k}" if where else str(k)
+            try:
+                out[k] = expand_vars(v, environ, at, loc=(*loc, k), **kw)
+            except UnsetVariable as e:
+                why = unused((*loc, k)) if unused is not None else None
+                if why is None:
+                    raise
+                if dropped is not None:
+                    dropped.append(f"{at}: {str(e).rsplit(': ', 1)[-1]}, and it is not needed: {why}")
+        return out
     if isinstance(value, list):  # a named item by its name, as schema errors name it
-        return [expand_vars(v, environ, f"{where}[{_name_or(v, i)}]", loc=(*loc, i)) for i, v in enumerate(value)]
+        return [expand_vars(v, environ, f"{where}[{_name_or(v, i)}]", loc=(*loc, i), **kw) for i, v in enumerate(value)]
     return value
 
 
@@ -123,8 +153,9 @@ def parse(text: str, source: str | Path, environ: Mapping[str, str] | None = Non
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, found {type(raw).__name__}")
     environ = os.environ if environ is None else environ
+    dropped: list[str] = []
     try:
-        raw = expand_vars(raw, environ)
+        raw = expand_vars(raw, environ, unused=unused_here(raw), dropped=dropped)
     except UnsetVariable as e:
         line = schema_errors.line_of(node, e.loc)
         raise ConfigError(f"{path}{f':{line}' if line else ''}: {e}") from None
@@ -141,6 +172,7 @@ def parse(text: str, source: str | Path, environ: Mapping[str, str] | None = Non
         raise ConfigError(f"{path}: invalid value: {str(e).splitlines()[0]}") from None
     env.state_dir = str(state_dir_for(env.state_dir, path))
     env._source = str(path.resolve()) if path.exists() else str(path)
+    env._unset_unused = dropped
     return env
 
 

@@ -13,6 +13,9 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 # reads a bare `no` as false, and `restart_policy: no` is what a Compose user writes
 RestartPolicy = Annotated[Literal["always", "on-failure", "no", "unless-stopped"],
                           BeforeValidator(lambda v: "no" if v is False else v)]
+# the recovery suite's faults, by the names its test ids carry (chaos/hurt.py chooses their targets)
+RecoveryFault = Literal["gpu-driver-reset", "crash-sigkill", "engine-death-exit0", "nccl-rank-freeze",
+                        "nccl-rank-link-cut"]
 
 
 class _Strict(BaseModel):
@@ -142,6 +145,26 @@ class Target(_Strict):
     ipc_host: bool = False
     shm_size: str | None = None
     env: dict[str, str] = {}
+    hurt: bool | list[RecoveryFault] | None = Field(
+        None, description="which recovery faults may hurt this target: true (all), false (none) or a list; "
+                          "unset: all on a stable target, none on a canary")
+    _read: Any = PrivateAttr(None)  # chaos.targets.container_facts.ContainerFacts, once read
+    _file_fields: set[str] | None = PrivateAttr(None)
+
+    @property
+    def read_from_container(self) -> Any:
+        """What `docker inspect` of this target's container said this session (None: not read)."""
+        return self._read
+
+    @property
+    def file_fields(self) -> set[str]:
+        """The fields the file set (a value taken from the container since is not one of them)."""
+        return set(self.model_fields_set if self._file_fields is None else self._file_fields)
+
+    def remember_container(self, facts: Any) -> None:
+        if self._file_fields is None:
+            self._file_fields = set(self.model_fields_set)
+        self._read = facts
 
     @model_validator(mode="after")
     def _kind_fields(self) -> "Target":
@@ -372,6 +395,12 @@ class Environment(_Strict):
     telemetry: Telemetry = Telemetry()
     degraded_floor: DegradedFloor | None = None
     _source: str | None = PrivateAttr(None)
+    _unset_unused: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def unset_unused(self) -> list[str]:
+        """Variables the file names but are not set, where the harness never reads them (left out)."""
+        return list(self._unset_unused)
 
     @property
     def source(self) -> str:

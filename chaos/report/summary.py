@@ -68,10 +68,15 @@ class SummaryCollector:
         return lines
 
 
-def add_recovery(summary: SummaryCollector, recovery: "Verdict", accounting: "Verdict", *, fault: bool) -> None:
-    """A recovery scenario's numbers: scenarios, the worst time to the first completion after a fault (a
-    no-fault baseline has none), and lost and failed requests summed over scenarios (accounting's data)."""
+def add_recovery(summary: SummaryCollector, recovery: "Verdict", accounting: "Verdict", *, fault: bool,
+                 target: str = "") -> None:
+    """A recovery scenario's numbers: scenarios, the targets hurt, the worst time to the first completion
+    after a fault (a no-fault baseline has none), and lost and failed requests summed over scenarios
+    (accounting's data)."""
     summary.count("recovery", "scenarios")
+    if target:
+        seen = {t for t in str(summary.suites().get("recovery", {}).get("targets", "")).split(", ") if t}
+        summary.set("recovery", targets=", ".join(sorted(seen | {target})))
     if fault and recovery.data.get("first_completion_s") is not None:
         summary.worst("recovery", "worst_recovery_s", round(recovery.data["first_completion_s"], 2))
     summary.add("recovery", lost=accounting.data["lost"], failed=accounting.data["failed"])

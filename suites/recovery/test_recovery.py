@@ -1,9 +1,11 @@
 """Recovery: the replica comes back within its SLAs after a GPU driver reset, a crash, an engine
 death that exits 0, an NCCL timeout (rank frozen or its link cut), and a cold start; no request lost.
 
-Matrix: targets (stable replicas of the environment) x faults x load profiles, each with a
-no-fault baseline under the same load. Every verdict has two stages: the fault really happened,
-then the system behaved.
+Matrix: targets x faults x load profiles, each with a no-fault baseline under the same load. The
+targets are the ones the environment marks for each fault (a stable target, or `hurt:`), or those
+`--target` names; the NCCL faults keep those with TP > 1 (chaos/hurt.py). Each test id names its
+target, as the plan does. Every verdict has two stages: the fault really happened, then the system
+behaved.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import time
 import pytest
 
 from chaos import budgets, faults, plan
+from chaos.pytest_plugin import hurt_params
 from chaos.report import allure as rep
 from chaos.stack.standby import standby_replica
 from chaos.report.summary import add_recovery
@@ -27,11 +30,6 @@ from suites.conftest import fault_happened, requires
 LOADS = {"steady-users": {}, "poisson": {"users": None, "shape": "rate"}}
 
 
-def _hurt_target(stack) -> str:
-    requires(stack.env, plan.no_stable)
-    return stack.targets_in("stable")[0]
-
-
 def make_fault(kind: str, stack, name: str):
     """The fault objects of this suite, aimed at target `name`."""
     t = stack.target(name)
@@ -42,11 +40,9 @@ def make_fault(kind: str, stack, name: str):
         return faults.kill(t, signal.SIGKILL)
     if kind == "engine-death-exit0":
         return stack.engine_death(name)  # simulator: its admin fault; real vLLM: SIGKILL of VLLM::EngineCore
-    if kind == "nccl-rank-freeze":
-        requires(stack.env, plan.no_second_rank)
+    if kind == "nccl-rank-freeze":  # the target was chosen with TP > 1 (chaos/hurt.py)
         return faults.rank_freeze(t, rank=1)
-    if kind == "nccl-rank-link-cut":
-        requires(stack.env, plan.no_rank_link)
+    if kind == "nccl-rank-link-cut":  # ... and a rank link through Toxiproxy
         return faults.rank_link_cut(stack.toxiproxy, cfg.rank_proxies[0])
     raise ValueError(kind)
 
@@ -60,9 +56,8 @@ def engine_timeout_s(cfg) -> float:
 INSTANT = {"gpu-driver-reset", "crash-sigkill", "engine-death-exit0"}
 
 
-def run_recovery(stack, scenario, summary, kind: str | None, load: str) -> None:
+def run_recovery(stack, scenario, summary, kind: str | None, load: str, name: str) -> None:
     env = stack.env
-    name = _hurt_target(stack)
     rep.labels(epic="Resilience", feature="Recovery", story=kind or "baseline", suite="recovery")
     rep.title(f"{kind or 'no fault (baseline)'} on {name} under {load} load")
     sc = scenario(f"{kind or 'baseline'}-{name}-{load}", hurt=[name])
@@ -128,7 +123,7 @@ def run_recovery(stack, scenario, summary, kind: str | None, load: str) -> None:
     allowance = fault_allowance(records, (t_inject, t_dead) if kind is not None else None, env.slas.error_budget)
     av = accounting_verdict(records, stack.server_log(records=records), failed_max=allowance)
     rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
-    add_recovery(summary, rv, av, fault=kind is not None)
+    add_recovery(summary, rv, av, fault=kind is not None, target=name)
     if stage1:
         sc.judge("the fault really happened", stage1)
     sc.judge("the system behaved", [rv, av])
@@ -142,16 +137,24 @@ MATRIX += [(k, "poisson") for k in ("gpu-driver-reset", "crash-sigkill")]
 PROVES = {"gpu-driver-reset": "gpu-driver-reset", "nccl-rank-freeze": "nccl-timeout", "nccl-rank-link-cut": "nccl-timeout"}
 
 
+
+
+def pytest_generate_tests(metafunc) -> None:
+    """Each (fault, load) of the matrix against every target the fault hurts; the id names the target."""
+    if metafunc.function is test_replica_recovers:
+        metafunc.parametrize("kind, load, target", hurt_params(
+            metafunc.config, MATRIX, {k: [pytest.mark.proves(v)] for k, v in PROVES.items()}))
+    elif metafunc.function is test_baseline_no_fault:
+        metafunc.parametrize("kind, load, target", hurt_params(metafunc.config, [(None, l) for l in LOADS]))
+
+
 @pytest.mark.destructive
-@pytest.mark.parametrize("kind, load", [pytest.param(k, l, id=f"{k}-{l}", marks=[pytest.mark.proves(PROVES[k])]
-                                                     if k in PROVES else []) for k, l in MATRIX])
-def test_replica_recovers(stack, scenario, summary, kind: str, load: str) -> None:
-    run_recovery(stack, scenario, summary, kind, load)
+def test_replica_recovers(stack, scenario, summary, kind: str, load: str, target: str) -> None:
+    run_recovery(stack, scenario, summary, kind, load, target)
 
 
-@pytest.mark.parametrize("load", list(LOADS), ids=list(LOADS))
-def test_baseline_no_fault(stack, scenario, summary, load: str) -> None:
-    run_recovery(stack, scenario, summary, None, load)
+def test_baseline_no_fault(stack, scenario, summary, kind: None, load: str, target: str) -> None:
+    run_recovery(stack, scenario, summary, None, load, target)
 
 
 def _standby(stack, tmp_path, **changes):

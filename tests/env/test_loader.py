@@ -42,6 +42,28 @@ def test_staging_example_needs_its_secrets(monkeypatch: pytest.MonkeyPatch) -> N
     assert env.endpoints.api_key == "k"
 
 
+def test_a_variable_the_harness_never_reads_is_not_needed_to_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """staging.example's ${HF_TOKEN} sits in a target's env, which the harness passes only to a replica it
+    starts; with embedded: none it starts none, so the file loads without it and says so."""
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    env = load("staging.example", ENV_DIR, environ={"STAGING_API_KEY": "k"})
+    assert env.targets[0].env == {} and len(env.unset_unused) == 2
+    assert env.unset_unused[0].startswith("targets[gpu-1].env.HF_TOKEN: environment variable ${HF_TOKEN} is not "
+                                          "set, and it is not needed: embedded: none"), env.unset_unused
+    assert load("staging.example", ENV_DIR, environ={"STAGING_API_KEY": "k", "HF_TOKEN": "h"}).targets[0].env == \
+        {"HF_TOKEN": "h"}
+    # a replica the harness starts gets its env: there the variable is needed, and its absence is the error
+    text = ("name: t\nendpoints: {api: 'http://127.0.0.1:1'}\nembedded: docker\ntargets:\n"
+            "  - {name: a, kind: docker, image: i, port: 9, env: {HF_TOKEN: '${HF_TOKEN}'}}\n")
+    with pytest.raises(ConfigError) as e:
+        parse(text, "e.yaml", {})
+    assert one_line(e) == "e.yaml:5: targets[a].env.HF_TOKEN: environment variable ${HF_TOKEN} is not set"
+    # the API key is read by every request, embedded or not
+    with pytest.raises(ConfigError) as e:
+        load("staging.example", ENV_DIR, environ={"HF_TOKEN": "h"})
+    assert "${STAGING_API_KEY}" in one_line(e)
+
+
 def test_unknown_name_lists_available() -> None:
     with pytest.raises(ConfigError) as e:
         load("nope", ENV_DIR)

@@ -144,6 +144,11 @@ def test_env_check_probe_on_the_lab_prints_the_suite_table(deployed) -> None:
                f"{t.restart_policy})" in out, out
     for suite in ("smoke", "recovery", "network"):
         assert suite in out, out
+    # what each container says of itself, read over SSH with docker inspect, and which value is used
+    for t in env.targets:
+        assert f"{t.name}: container {t.container_name} on {t.docker_host} (running, image {t.image})" in out, out
+    assert out.count("tensor-parallel size: 2 from the file [file 2, container 2]") == 2, out
+    assert out.count("restart policy: always from the file [file always, container always]") == 2, out
 
 
 def test_a_remote_rank_freeze_left_by_a_killed_run_is_undone_by_chaos_cleanup(deployed) -> None:
