@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 from chaos.env.model import BreakerPolicy
 from chaos.load.records import RequestRecord
 from chaos.verify.breaker import analyze
+from chaos.verify.upstream import attempts_source
 from chaos.verify.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -58,6 +59,8 @@ def anomaly_verdict(attempts: Sequence[RequestRecord], policy: BreakerPolicy, t0
           drained is not None, "canary share of upstream attempts fell")
     v.add("error_rate_below_degrade", policy.degrade_error_rate, round(peak, 4), peak < policy.degrade_error_rate,
           "the trip came from the anomaly rule, not the error-rate tier")
+    v.add("attempts_from", "replica side (fault proxies)", attempts_source(attempts), None,
+          "the upstream attempts the OOM answers, the drain and the error rate are counted from")
     return v
 
 

@@ -20,6 +20,7 @@ from chaos.load.records import RequestRecord
 from chaos.env.model import BreakerPolicy
 from chaos.verify.breaker import (BreakerAnalysis, analyze, check_degrade, check_no_trip, check_rollback,
                                   degrade_recovery_s, verify_breaker)
+from chaos.verify.upstream import attempts_source
 from chaos.verify.verdict import Verdict
 
 
@@ -107,6 +108,8 @@ def spec_vs_observed(attempts: Sequence[RequestRecord], clients: Sequence[Reques
           obs.flaps, None, f"returned during the fault: {obs.returns_during_fault}")
     v.add("failed", "-", obs.lost, None, "logical requests whose last attempt failed: errors the client saw, not lost "
           "ones (request accounting judges both)")
+    v.add("attempts_from", "replica side (fault proxies)", attempts_source(attempts), None,
+          "the upstream attempts every row above counts (the canary's share, its errors and latency)")
     return v, obs, a
 
 

@@ -14,6 +14,21 @@ from typing import Any, Iterable, Mapping
 from chaos.load.records import RequestRecord
 
 INFERENCE_PREFIX = "/v1/"  # health checks and metric scrapes are not traffic a breaker counts
+CLIENT_SIDE = "the clients' records (their pool header): no replica-side log"
+
+
+class UpstreamAttempts(list[RequestRecord]):
+    """Attempt records with where they were read from ("fault proxy: N lines from <proxy> (<url>), ...")."""
+
+    def __init__(self, records: Iterable[RequestRecord] = (), source: str = CLIENT_SIDE) -> None:
+        super().__init__(records)
+        self.source = source
+
+
+def attempts_source(attempts: Iterable[RequestRecord]) -> str:
+    """Where a breaker verdict's attempts came from: the fault proxies named, else the clients' pool header
+    (a plain list: the suite fell back to its own records)."""
+    return str(getattr(attempts, "source", CLIENT_SIDE))
 
 
 def _error_of(row: Mapping[str, Any]) -> str | None:

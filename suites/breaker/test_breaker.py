@@ -225,7 +225,7 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
     stack.attribute_replicas(records)  # which replica served each request, where no pool header said so
     attempts = stack.upstream_attempts(load_t0, time.time()) or records
     stage1 = fault_proof(fault)
-    verdicts: list = [accounting_verdict(records)]
+    verdicts: list = [accounting_verdict(records, stack.server_log(records=records))]
     analysis = analyze(attempts, policy, baseline_until=t0)
     try:
         if expect == "anomaly":

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from chaos.env.model import BreakerPolicy
 from chaos.load.records import RequestRecord
 from chaos.verify.anomaly import anomaly_verdict, first_state_change, is_oom
+from chaos.verify.upstream import CLIENT_SIDE, UpstreamAttempts
 
 
 def _traffic(drain_at: float | None, ooms: list[float]) -> list[RequestRecord]:
@@ -48,3 +49,11 @@ def test_the_gateways_own_state_decides_where_it_has_one():
     assert first_state_change(states, "canary", 1020.0, 1040.0) == 1025.5
     v = anomaly_verdict(_traffic(26.0, [21.0, 23.0, 25.0]), policy, 1020.0, 1040.0, "oom-burst", state_samples=states)
     assert v.ok and v.row("tripped_after_s").measured == 0.4  # the third OOM ended at 1025.1
+
+
+def test_the_anomaly_verdict_names_where_its_attempts_came_from():
+    recs = UpstreamAttempts(_traffic(drain_at=26.0, ooms=[21.0, 23.0, 25.0]), "fault proxy: 1200 attempts from replica-c")
+    v = anomaly_verdict(recs, BreakerPolicy(), 1020.0, 1040.0, "oom-burst")
+    assert v.row("attempts_from").measured == "fault proxy: 1200 attempts from replica-c" and v.ok
+    plain = anomaly_verdict(list(recs), BreakerPolicy(), 1020.0, 1040.0, "oom-burst")
+    assert plain.row("attempts_from").measured == CLIENT_SIDE

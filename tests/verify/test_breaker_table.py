@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from chaos.verify.breaker import degrade_recovery_s
 from chaos.verify.breaker_table import spec_vs_observed
-from chaos.verify.upstream import upstream_attempts
+from chaos.verify.upstream import CLIENT_SIDE, UpstreamAttempts, upstream_attempts
 from tests.gateway.test_gateway_verdict import FAULT, POLICY, T0, fixed_share, traffic
 
 
@@ -100,3 +100,14 @@ def test_upstream_attempts_from_fault_proxy_lines():
     assert [(r.request_id, r.served_by, r.error) for r in got] == [
         ("a", "canary/replica-c", "http"), ("a", "canary/replica-c", None), ("b", "stable/replica-a", "stream_cut")]
     assert abs(got[1].e2e - 0.5) < 1e-9 and abs(got[1].ttft - 0.1) < 1e-9
+
+
+def test_the_table_names_where_its_attempts_came_from():
+    """The canary's counts are the fault proxies' (read over HTTP) where the stack gave them, and the
+    table says so; the clients' own records are named as such, never passed off as the replica side."""
+    proxies = UpstreamAttempts(traffic(0.015), "fault proxy: 900 attempts in 950 lines from replica-c (http://x/_chaos/log)")
+    v, _, _ = spec_vs_observed(proxies, [], POLICY, expect="degrade", fault=FAULT, until=FAULT[1], gateway="reference")
+    assert v.row("attempts_from").measured.startswith("fault proxy: 900 attempts") and v.ok
+    v, _, _ = spec_vs_observed(traffic(0.015), [], POLICY, expect="degrade", fault=FAULT, until=FAULT[1],
+                               gateway="reference")
+    assert v.row("attempts_from").measured == CLIENT_SIDE
