@@ -28,8 +28,8 @@ class RankFreeze(Fault):
         self._start: int | None = None
 
     def params(self) -> dict[str, Any]:
-        out = {"target": self.target.name, "rank": self.rank, "pid": self.pid}
-        return out | {k: v for k, v in (("pp_rank", self.pp_rank), ("dp_rank", self.dp_rank)) if v is not None}
+        return {"target": self.target.name, "rank": self.rank, "tp_rank": self.rank, "pp_rank": self.pp_rank,
+                "dp_rank": self.dp_rank, "pid": self.pid}
 
     def _which(self) -> str:
         return " ".join([f"TP rank {self.rank}"] + [f"{k} {v}" for k, v in (("PP rank", self.pp_rank),

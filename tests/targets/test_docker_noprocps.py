@@ -133,3 +133,30 @@ def test_engine_death_kills_the_engine_found_by_docker_top(target, policy):
         assert f.evidence["killed_engine_pid"] == main
     target.wait_healthy(60)
     assert policy.ledger.outstanding() == []
+
+
+SCENARIOS = "steady-users and (gpu-driver-reset or crash-sigkill or engine-death or rank-freeze)"
+
+
+def test_recovery_suite_passes_on_replicas_without_ps_or_kill(stripped, tmp_path):
+    """The recovery suite's restart, crash, engine-death and rank-freeze scenarios against a copy of
+    environments/local-docker.yaml (free ports) whose replicas run the stripped image."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests._support import REPO
+    from tests.stack.stack_env import write_env
+
+    path = write_env(tmp_path, docker=True)
+    doc = yaml.safe_load(path.read_text())
+    for t in doc["targets"]:
+        t["image"] = stripped
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    env = {k: v for k, v in os.environ.items() if k != "CHAOS_REQUIRE"}  # a skip inside is an outcome here
+    r = subprocess.run([sys.executable, "-m", "pytest", "suites/recovery", "--env", str(path), "-k", SCENARIOS,
+                        "-p", "no:cacheprovider", "-rs", "-q"], cwd=REPO, capture_output=True, text=True,
+                       timeout=540, env=env)
+    assert r.returncode == 0 and "4 passed" in r.stdout, r.stdout[-4000:] + r.stderr[-2000:]
