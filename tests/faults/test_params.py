@@ -156,7 +156,8 @@ PLACE = r"^plan\.yaml:6: experiments(\.0|\[one\])\.fault: "
 
 
 @pytest.mark.parametrize("text,expected", [
-    (PLAN, "fault rank-freeze: unknown parameter 'rnak' (did you mean rank?); it takes rank, tp_rank, pp_rank, dp_rank, pid, seed"),
+    (PLAN, "fault rank-freeze: unknown parameter 'rnak' (did you mean rank?); "
+           "it takes rank, tp_rank, pp_rank, dp_rank, pid, seed"),
     (PLAN.replace("rank-freeze", "http-error").replace("rnak: 1", "status: abc"),
      "fault http-error: parameter status: expected an integer in [400, 599], got 'abc'"),
     (PLAN.replace("rank-freeze", "kill").replace("rnak: 1", "signal: KIL"),
