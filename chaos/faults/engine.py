@@ -13,7 +13,6 @@ from chaos.errors import ConfigError, FaultError, TargetError
 from chaos.faults.base import Fault
 from chaos.faults.container import _TargetFault
 from chaos.faults.sim_admin import sim_fault
-from chaos.targets import _proc
 from chaos.targets.base import Target
 
 
@@ -22,19 +21,23 @@ class EngineKill(_TargetFault):
 
     kind, destructive = "engine-death", True
 
+    def __init__(self, target: Target, *, dp_rank: int | None = None, **kw: Any) -> None:
+        super().__init__(target, **kw)
+        self.dp_rank = dp_rank
+
     def params(self) -> dict[str, Any]:
-        return {"target": self.target.name, "signal": "SIGKILL", "process": "VLLM::EngineCore"}
+        out = {"target": self.target.name, "signal": "SIGKILL", "process": "VLLM::EngineCore"}
+        return out | ({"dp_rank": self.dp_rank} if self.dp_rank is not None else {})
 
     def _preflight(self) -> None:
         super()._preflight()
         try:
-            self._engine = self.target.engine_pid()
+            self._engine = self.target.engine_pid(self.dp_rank)
         except TargetError as e:
-            raise FaultError(str(e), fault=self.kind) from None
+            raise FaultError(f"target {self.target.name}: {e}", fault=self.kind) from None
         if self._engine is None:
             raise FaultError(f"target {self.target.name} has no VLLM::EngineCore process", fault=self.kind)
-        remote = getattr(self.target, "remote", False)
-        self._start = None if remote else _proc.start_time(self._engine)
+        self._start = self.target.proc_start(self._engine)  # with the pid, the process's identity
 
     def _plan(self) -> list[str]:
         return [f"SIGKILL the engine core of {self.target.name} (pid found at inject)"]
@@ -45,10 +48,8 @@ class EngineKill(_TargetFault):
 
     def _check(self) -> None:
         assert self._engine is not None  # _preflight found it or raised
-        if getattr(self.target, "remote", False):
-            alive = self.target.proc_state(self._engine) not in (None, "Z", "X")
-        else:
-            alive = _proc.alive(self._engine, self._start)
+        alive = self.target.proc_state(self._engine) not in (None, "Z", "X") \
+            and self.target.proc_start(self._engine) == self._start
         if alive:
             raise self._not(f"engine pid {self._engine} is still alive after SIGKILL")
         self.evidence["killed_engine_pid"] = self._engine

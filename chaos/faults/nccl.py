@@ -13,40 +13,54 @@ from chaos.targets.base import Target
 
 
 class RankFreeze(Fault):
-    """SIGSTOP one TP rank: its collective never completes, as a hung NCCL all-reduce. SIGCONT on revert."""
+    """SIGSTOP one rank: its collective never completes, as a hung NCCL all-reduce. SIGCONT on revert.
+
+    `rank` is the TP rank (`tp_rank` its other name); `pp_rank`/`dp_rank` pick the pipeline stage and
+    data-parallel replica of a PP/DP layout, and one left open must be unambiguous (chaos.targets.titles)."""
 
     kind, destructive = "rank-freeze", True
 
-    def __init__(self, target: Target, rank: int = 1, *, pid: int | None = None, **kw: Any) -> None:
+    def __init__(self, target: Target, rank: int = 1, *, tp_rank: int | None = None, pp_rank: int | None = None,
+                 dp_rank: int | None = None, pid: int | None = None, **kw: Any) -> None:
         super().__init__(**kw)
-        self.target, self.rank, self.pid = target, rank, pid
+        self.rank = rank if tp_rank is None else tp_rank
+        self.target, self.pp_rank, self.dp_rank, self.pid = target, pp_rank, dp_rank, pid
         self._start: int | None = None
 
     def params(self) -> dict[str, Any]:
-        return {"target": self.target.name, "rank": self.rank, "pid": self.pid}
+        return {"target": self.target.name, "rank": self.rank, "tp_rank": self.rank, "pp_rank": self.pp_rank,
+                "dp_rank": self.dp_rank, "pid": self.pid}
+
+    def _which(self) -> str:
+        return " ".join([f"TP rank {self.rank}"] + [f"{k} {v}" for k, v in (("PP rank", self.pp_rank),
+                                                                             ("DP rank", self.dp_rank)) if v is not None])
 
     def _preflight(self) -> None:
         if self.pid is None:
+            pick = getattr(self.target, "rank_pid", None)  # the targets that read process titles
             try:
-                pids = self.target.rank_pids()
+                if pick is not None:
+                    self.pid = pick(self.rank, self.pp_rank, self.dp_rank)
+                else:
+                    pids = self.target.rank_pids()
+                    if len(pids) <= self.rank or self.pp_rank or self.dp_rank:
+                        raise TargetError(f"ranks {pids}; no {self._which()}")
+                    self.pid = pids[self.rank]
             except TargetError as e:
-                raise FaultError(str(e), fault=self.kind) from None
-            if len(pids) <= self.rank:
-                raise FaultError(f"target {self.target.name} has ranks {pids}; no rank {self.rank}", fault=self.kind)
-            self.pid = pids[self.rank]
+                raise FaultError(f"target {self.target.name}: {e}", fault=self.kind) from None
         # the pid with its start time is the process: after a restart the pid may belong to another
         self._start = self.target.proc_start(self.pid)
 
     def _plan(self) -> list[str]:
-        return [f"SIGSTOP rank {self.rank} of {self.target.name} (pid {self.pid or '<found at inject>'})"]
+        return [f"SIGSTOP {self._which()} of {self.target.name} (pid {self.pid or '<found at inject>'})"]
 
     def _undo(self) -> list[dict[str, Any]]:
         if self.pid is None:
             return []
-        if getattr(self.target, "remote", False):  # a pid inside the container: SIGCONT through exec
-            t: Any = self.target
-            return [_undo.container_signal(t.docker_host, t.container_name, self.pid, self._start,
-                                           signal.SIGCONT, target=t.name)]
+        in_container = getattr(self.target, "undo_signal", None)  # a container's host pid, by its engine
+        if in_container is not None:
+            step: dict[str, Any] = in_container(self.pid, self._start, signal.SIGCONT)
+            return [step]
         return [_undo.send_signal(self.pid, signal.SIGCONT, target=self.target.name)]
 
     def _apply(self) -> None:
@@ -57,7 +71,7 @@ class RankFreeze(Fault):
         assert self.pid is not None
         state = self.target.proc_state(self.pid)
         if state != "T":
-            raise FaultNotEffective(f"rank {self.rank} pid {self.pid} of {self.target.name} is in state {state!r}, "
+            raise FaultNotEffective(f"{self._which()} pid {self.pid} of {self.target.name} is in state {state!r}, "
                                     "not T (stopped)", fault=self.kind)
         self.evidence["proc_state"] = state
 
@@ -72,6 +86,7 @@ class RankFreeze(Fault):
 
 
 def rank_freeze(target: Target, rank: int = 1, **kw: Any) -> RankFreeze:
+    """Freeze TP rank `rank` (pp_rank=, dp_rank= for a PP/DP layout)."""
     return RankFreeze(target, rank, **kw)
 
 

@@ -196,7 +196,8 @@ SPECS: dict[str, tuple[Param, ...]] = {
     "kill": (_p("signal", Signal(), arg="sig"), *WHOLE),
     "pause": WHOLE,
     "stop": WHOLE,
-    "rank-freeze": (_p("rank", Integer(0)), _p("pid", Integer(1)), SEED),
+    "rank-freeze": (_p("rank", Integer(0)), _p("tp_rank", Integer(0)), _p("pp_rank", Integer(0)),
+                    _p("dp_rank", Integer(0)), _p("pid", Integer(1)), SEED),
     # HTTP and stream faults (the fault proxy)
     "http-error": (_p("status", Integer(400, 599)), _p("retry_after", Text(numbers=True)), _p("message", Text()),
                    *RULE),

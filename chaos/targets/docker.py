@@ -1,7 +1,8 @@
 """DockerTarget: a container on the local engine or a remote DOCKER_HOST, labelled with the run id.
 
-rank_pids(): on a local engine these are HOST pids from `docker top` (so os.kill and /proc work); on a
-remote engine they are CONTAINER pids found with `ps` through exec, and signals go through exec too.
+Processes (ranks, the engine) are HOST pids from the engine's `docker top`, signalled from the host's
+side, local or remote engine alike: nothing but the server is needed in the container (docker_procs says
+why this way).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from chaos.errors import TargetError
-from chaos.targets import _proc, titles
+from chaos.targets import docker_procs, titles
 from chaos.targets.base import http_health, wait_until
 
 LABEL_RUN, LABEL_TARGET, LABEL_STATE = "llm-chaos.run-id", "llm-chaos.target", "llm-chaos.state-dir"
@@ -164,28 +165,21 @@ class DockerTarget:
     def kill(self, sig: int = _signal.SIGKILL) -> None:
         """Signal the container's init process as its host's kernel sees it, so Docker sees a crash
         and applies the restart policy: `docker kill` counts as a manual stop, and the policy never
-        fires. Local engine: os.kill from here. Remote: from a throw-away container in the remote
-        host's PID namespace (the target's own image, already on that engine); a signal sent from
-        inside the container would not do, since a PID namespace's init ignores SIGKILL from within."""
+        fires. docker_procs.send: os.kill from here on a local engine, else from a throw-away container
+        in the host's PID namespace; a signal sent from inside the container would not do, since a PID
+        namespace's init ignores SIGKILL from within."""
         c = self.container
         pid = c.attrs["State"]["Pid"]
         if not pid:
             raise TargetError(f"container {self.container_name} has no running process to kill", target=self.name)
-        if not self.remote and _proc.alive(pid):
-            os.kill(pid, sig)
-        else:
-            self._kill_on_host(int(pid), int(sig), c.image.id)
-
-    def _kill_on_host(self, pid: int, sig: int, image: str) -> None:
-        import docker
-
+        p = docker_procs.find(c, int(pid), target=self.name)
+        if p is None:
+            return  # it died on its own meanwhile: the fault's check judges what happened
         try:
-            self.client.containers.run(image, ["sh", "-c", f"kill -{sig} {pid}"], entrypoint=[], pid_mode="host",
-                                       network_mode="none", remove=True,
-                                       labels={LABEL_RUN: self.run_id, "llm-chaos.helper": f"kill {self.name}"})
-        except docker.errors.ContainerError as e:
-            raise TargetError(f"kill -{sig} of pid {pid} on the remote host failed: "
-                              f"{(e.stderr or b'').decode(errors='replace').strip()}", target=self.name) from None
+            docker_procs.send(self.client, c, p, int(sig), remote=self.remote,
+                              labels=self._labels_for(f"kill -{int(sig)}"), target=self.name)
+        except ProcessLookupError:
+            pass
 
     def pause(self) -> None:
         self.container.pause()
@@ -217,66 +211,72 @@ class DockerTarget:
         return text
 
     def exec(self, cmd: list[str]) -> tuple[int, str]:
-        """(exit code, output) of cmd in the container, all of its output (not exec_run: docker_exec says why)."""
+        """(exit code, output) of cmd in the container, all of its output (not exec_run: docker_exec says
+        why). The caller checks the exit code (docker_exec.exec_checked raises on one that is not 0)."""
         from chaos.targets.docker_exec import exec_collect
 
         return exec_collect(self.client, self.container.id, cmd, target=self.name)
 
-    def _processes(self) -> list[tuple[int, str]]:
-        if self.remote:
-            rc, out = self.exec(["ps", "-eo", "pid=,args="])
-            return [(int(line.split(None, 1)[0]), line.split(None, 1)[1]) for line in out.splitlines()
-                    if line.strip() and len(line.split(None, 1)) == 2]
-        top = self.container.top()
-        titles = top["Titles"]
-        ip, ic = titles.index("PID"), titles.index("CMD") if "CMD" in titles else len(titles) - 1
-        return [(int(p[ip]), p[ic]) for p in top["Processes"]]
+    def exec_checked(self, cmd: list[str]) -> str:
+        """The output of cmd in the container; one that fails (or cannot start) is a TargetError
+        naming the container and the command, never output to parse."""
+        rc, out = self.exec(cmd)
+        if rc != 0:
+            raise TargetError(f"`{' '.join(cmd)}` in container {self.container_name} exited {rc}: "
+                              f"{out.strip()[:300]}", target=self.name)
+        return out
+
+    def processes(self) -> list[tuple[int, str]]:
+        """(host pid, command line or title) of every process in the container, from `docker top`."""
+        return [(p.pid, p.cmd) for p in self._top()]
+
+    def _top(self) -> list[docker_procs.HostProc]:
+        return docker_procs.top(self.container, target=self.name)
+
+    def _main(self, procs: list[tuple[int, str]]) -> int | None:
+        return titles.sim_main(procs) or self.pid()
 
     def rank_pids(self) -> list[int]:
-        """TP ranks, rank 0 first (titles.rank_pids: vLLM's workers, or the simulator's engine + ranks)."""
-        procs = self._processes()
-        return titles.rank_pids(procs, titles.sim_main(procs) or self.pid())
+        """Ranks, rank 0 first (titles.rank_pids: vLLM's workers, or the simulator's engine + ranks)."""
+        procs = self.processes()
+        return titles.rank_pids(procs, self._main(procs))
 
-    def engine_pid(self) -> int | None:
-        """vLLM's `VLLM::EngineCore`, or the simulator's main process (its engine)."""
-        procs = self._processes()
-        return titles.engine_pid(procs, titles.sim_main(procs) or self.pid())
+    def rank_pid(self, tp_rank: int | None = None, pp_rank: int | None = None, dp_rank: int | None = None) -> int:
+        """The one worker of these ranks (titles.select_worker: a rank left open must be unambiguous)."""
+        procs = self.processes()
+        return titles.select_worker(procs, self._main(procs), tp=tp_rank, pp=pp_rank, dp=dp_rank)
+
+    def engine_pid(self, dp_rank: int | None = None) -> int | None:
+        """vLLM's `VLLM::EngineCore[_DPn]`, or the simulator's main process (its engine)."""
+        procs = self.processes()
+        return titles.engine_pid(procs, self._main(procs), dp_rank)
+
+    def _labels_for(self, what: str) -> dict[str, str]:
+        return {LABEL_RUN: self.run_id, "llm-chaos.helper": f"{what} {self.name}"}
 
     def signal(self, pid: int, sig: int) -> None:
-        if self.remote:
-            status = self.container.status
-            if status not in ("running", "paused"):  # restarting or exited: its processes are gone
-                raise ProcessLookupError(f"container {self.container_name} is {status}; no pid {pid} in it")
-            rc, out = self.exec(["kill", f"-{_signal.Signals(sig).name[3:]}", str(pid)])
-            if rc != 0:
-                raise TargetError(f"kill -{sig} {pid} in container failed: {out.strip()}", target=self.name)
-        else:
-            os.kill(pid, sig)
+        """Signal host pid `pid`, only while it is a process of this container (docker_procs.send)."""
+        c = self.container
+        p = docker_procs.find(c, pid, target=self.name)
+        if p is None:  # restarting or exited, or not one of ours
+            raise ProcessLookupError(f"no pid {pid} in container {self.container_name} ({c.status})")
+        docker_procs.send(self.client, c, p, sig, remote=self.remote,
+                          labels=self._labels_for(_signal.Signals(sig).name), target=self.name)
+
+    def undo_signal(self, pid: int, start: int | None, sig: int) -> dict[str, Any]:
+        """The ledger step that sends `sig` to this process later, if it is still the same one."""
+        return docker_procs.undo_step(self.docker_host, self.container_name, pid, start, sig, remote=self.remote,
+                                      target=self.name)
 
     def proc_state(self, pid: int) -> str | None:
-        if not self.remote:
-            return _proc.state(pid)
-        stat = self._remote_stat(pid)
-        return stat[0] if stat else None
+        p = docker_procs.find(self.container, pid, target=self.name)
+        return p.state if p else None
 
     def proc_start(self, pid: int) -> int | None:
-        """The start time (clock ticks) of pid, as its own kernel sees it: with the pid, the process's
-        identity, so an undo step replayed later never signals a newer process that reused the pid."""
-        if not self.remote:
-            return _proc.start_time(pid)
-        stat = self._remote_stat(pid)
-        return int(stat[19]) if stat else None
-
-    def _remote_stat(self, pid: int) -> list[str] | None:
-        import docker
-
-        if self.container.status != "running":
-            return None  # restarting or exited: none of its processes is left
-        try:
-            rc, out = self.exec(["cat", f"/proc/{pid}/stat"])
-        except docker.errors.APIError:  # it began restarting meanwhile
-            return None
-        return out[out.rindex(")") + 2:].split() if rc == 0 and ")" in out else None
+        """The start time of pid (seconds, from the host's ps): with the pid, the process's identity, so
+        an undo step replayed later never signals a newer process that reused the pid."""
+        p = docker_procs.find(self.container, pid, target=self.name)
+        return p.start if p else None
 
     def __enter__(self) -> "DockerTarget":
         self.start()

@@ -228,9 +228,13 @@ class ProcessTarget:
         """TP ranks, rank 0 first (titles.rank_pids: vLLM's workers, or the simulator's engine + ranks)."""
         return titles.rank_pids(self.processes(), self.pid())
 
-    def engine_pid(self) -> int | None:
-        """vLLM's `VLLM::EngineCore`, or the simulator's main process (its engine)."""
-        return titles.engine_pid(self.processes(), self.pid())
+    def rank_pid(self, tp_rank: int | None = None, pp_rank: int | None = None, dp_rank: int | None = None) -> int:
+        """The one worker of these ranks (titles.select_worker: a rank left open must be unambiguous)."""
+        return titles.select_worker(self.processes(), self.pid(), tp=tp_rank, pp=pp_rank, dp=dp_rank)
+
+    def engine_pid(self, dp_rank: int | None = None) -> int | None:
+        """vLLM's `VLLM::EngineCore[_DPn]`, or the simulator's main process (its engine)."""
+        return titles.engine_pid(self.processes(), self.pid(), dp_rank)
 
     # -- inspection ---------------------------------------------------------------------------
     def restart_count(self) -> int:

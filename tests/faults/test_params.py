@@ -26,7 +26,7 @@ from tests._support import REPO
 
 BAD = [  # the cases (signal=KIL: KILL itself is a signal now), and what the one line says
     (["rank-freeze", "--target", "replica-a", "--param", "rnak=1"],
-     "fault rank-freeze: unknown parameter 'rnak' (did you mean rank?); it takes rank, pid, seed"),
+     "fault rank-freeze: unknown parameter 'rnak' (did you mean rank?); it takes rank, tp_rank, pp_rank, dp_rank, pid, seed"),
     (["kill", "--target", "replica-a", "--param", "signal=KIL"],
      "fault kill: parameter signal: expected a signal name or number (KILL, SIGKILL, TERM, 9, ...), got 'KIL'"),
     (["http-error", "--target", "replica-a", "--param", "statu=500"],
@@ -156,7 +156,8 @@ PLACE = r"^plan\.yaml:6: experiments(\.0|\[one\])\.fault: "
 
 
 @pytest.mark.parametrize("text,expected", [
-    (PLAN, "fault rank-freeze: unknown parameter 'rnak' (did you mean rank?); it takes rank, pid, seed"),
+    (PLAN, "fault rank-freeze: unknown parameter 'rnak' (did you mean rank?); "
+           "it takes rank, tp_rank, pp_rank, dp_rank, pid, seed"),
     (PLAN.replace("rank-freeze", "http-error").replace("rnak: 1", "status: abc"),
      "fault http-error: parameter status: expected an integer in [400, 599], got 'abc'"),
     (PLAN.replace("rank-freeze", "kill").replace("rnak: 1", "signal: KIL"),

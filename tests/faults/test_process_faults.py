@@ -60,7 +60,7 @@ def test_rank_freeze_stops_exactly_one_rank_and_continues_it(target, policy):
 
 def test_rank_freeze_of_a_missing_rank_is_a_clear_error(target, policy):
     t = target()
-    with pytest.raises(FaultError, match="no rank 3"):
+    with pytest.raises(FaultError, match=r"no TP rank 3: ranks \[\d+\] \(processes seen: \d+ "):
         rank_freeze(t, rank=3).using(policy).inject()
 
 

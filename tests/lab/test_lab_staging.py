@@ -77,7 +77,7 @@ def test_the_lab_env_serves_through_edge_and_gpu_hosts_and_the_harness_sees_its_
     env, path = deployed
     assert completion_ok(env.endpoints.api, env.endpoints.model)  # edge: toxiproxy -> gateway -> toxiproxy
     assert env.endpoints.api.startswith(f"http://{EDGE.address}:")
-    for cfg in env.targets:  # the harness's own view: Docker over SSH, container pids through exec
+    for cfg in env.targets:  # the harness's own view: Docker over SSH, host pids from docker top
         t = make_target(cfg, run_id="lab-remote", state_dir=env.state_dir, env=env)
         assert t.remote and t.is_running() and t.health()
         assert len(t.rank_pids()) == cfg.tp_size  # rank 0 (the engine) first
@@ -152,9 +152,9 @@ def test_env_check_probe_on_the_lab_prints_the_suite_table(deployed) -> None:
 
 
 def test_a_remote_rank_freeze_left_by_a_killed_run_is_undone_by_chaos_cleanup(deployed) -> None:
-    """SIGSTOP reaches a rank inside the GPU host's container through exec; the ledger's undo step
-    names the container, the pid there and its start time, so `chaos cleanup` can replay it after
-    the run that froze the rank was SIGKILLed."""
+    """SIGSTOP reaches a rank of the GPU host's container from that host's side (docker top, then a
+    helper container in its PID namespace); the ledger's undo step names the container, the host pid
+    and its start time, so `chaos cleanup` can replay it after the run that froze the rank was SIGKILLed."""
     import os
     import signal
     import sys
@@ -179,7 +179,8 @@ def test_a_remote_rank_freeze_left_by_a_killed_run_is_undone_by_chaos_cleanup(de
     assert t.proc_state(rank) == "T"
     r = chaos("cleanup", "--env", str(path))
     assert r.returncode == 0 and "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
-    assert f"sent SIGCONT to pid {rank} in container lab-replica-a" in r.stdout, r.stdout
+    assert f"sent SIGCONT to host pid {rank} (helper container in the host's PID namespace) of lab-replica-a" \
+        in r.stdout, r.stdout
     assert t.proc_state(rank) in ("S", "R")
     again = chaos("cleanup", "--env", str(path))  # idempotent: nothing left to undo
     assert again.returncode == 0 and "SIGCONT" not in again.stdout, again.stdout
