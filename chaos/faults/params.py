@@ -175,7 +175,7 @@ PROBE = (_p("probe_via", Text()), _p("probe_enabled", Boolean()), SEED)
 WHOLE = (_p("recover_timeout_s", Number(above=0.0)), SEED)
 RULE = (_p("fraction", Number(0.0, 1.0)), _p("spread", Choice("even", "random")),
         _p("match", TextMap(("path", "model", "header"), "a mapping with path, model or header")),
-        _p("expect_hits", Boolean()), SEED)
+        _p("expect_hits", Boolean()), _p("limit", Integer(1)), SEED)
 AFTER = _p("after_tokens", Integer(0, 2**31 - 1))
 SECONDS = Number(0.0)
 

@@ -4,11 +4,13 @@ Faults go into the canary replicas: HTTP faults through the fault proxy in front
 (any backend), the memory leak inside the simulator's engine; the load runs through the gateway,
 any gateway: the reference one, or nginx or HAProxy (environments/local-nginx.yaml, ...). Which
 replica served each attempt comes from the fault proxies' logs, so nothing is asked of the gateway.
-Each scenario asserts the right tier and its timing, as a table of spec vs observed: no trip
-below the thresholds (0.5 % errors, 1.5 s latency), degrade at 1.5 % errors or 2.5 s latency,
-forced rollback at 4 % (held until an operator reset, or to the end of the scenario where the
-gateway has no reset), a trip on an OOM burst and on a leak trend, then half-open probing and
-recovery, with request accounting still at zero lost.
+The faults are sized from the environment's own `breaker:` policy (chaos.verify.breaker_sizes):
+errors below degrade, between degrade and rollback, and above rollback; stalls below and above
+degrade_latency_s; an OOM burst of exactly oom_burst_count answers, then none; a leak trend. Each
+scenario asserts the right tier and its timing, as a table of spec vs observed: no trip below the
+thresholds, degrade, forced rollback (held until an operator reset, or to the end of the scenario
+where the gateway has no reset), a trip on the OOM burst and on the leak trend, then half-open
+probing and recovery, with request accounting still at zero lost.
 """
 from __future__ import annotations
 
@@ -26,30 +28,28 @@ from chaos.verify.accounting import accounting_verdict
 from chaos.report.summary import add_breaker
 from chaos.verify.anomaly import anomaly_verdict, observed_anomaly
 from chaos.verify.breaker import analyze, degrade_recovery_s
+from chaos.verify.breaker_sizes import NAMES, sizes, why_not, window_target
 from chaos.verify.breaker_table import spec_vs_observed, write_table
 from chaos.verify import gateway_state
-from chaos.verify.power import tier_judgeable
 from suites.conftest import fault_proof, gateway_admin, requires
 
-OOM_FRACTION = 0.006  # under the 1 % degrade tier: the trip must come from the burst rule alone
-# scenario: (the fault on one canary, expected tier, seconds to hold: real time, not scaled)
-SCENARIOS = {
-    "errors-0.5pct": (lambda st, n: http.http_error(st.fault_proxy(n), 500, fraction=0.005), "none", 20),
-    "errors-1.5pct": (lambda st, n: http.http_error(st.fault_proxy(n), 500, fraction=0.015), "degrade", 20),
-    "errors-4pct": (lambda st, n: http.http_error(st.fault_proxy(n), 500, fraction=0.04), "rollback", 25),
-    "latency-1.5s": (lambda st, n: http.stream_stall(st.fault_proxy(n), after_tokens=1, seconds=1.5), "none", 20),
-    "latency-2.5s": (lambda st, n: http.stream_stall(st.fault_proxy(n), after_tokens=1, seconds=2.5), "degrade", 20),
-    "oom-burst": (lambda st, n: http.oom_error(st.fault_proxy(n), fraction=OOM_FRACTION), "anomaly", 20),
+LEAK_BYTES = 3 * 1024 * 1024  # per request: a trend the leak rule must see within its window
+# how each kind of fault goes into the canary replicas `names`, at the size the policy gave (s.size)
+FAULTS = {
+    "errors": lambda st, names, s: [http.http_error(st.fault_proxy(n), 500, fraction=s.size) for n in names],
+    "latency": lambda st, names, s: [http.stream_stall(st.fault_proxy(n), after_tokens=1, seconds=s.size)
+                                     for n in names],
+    # one replica answers exactly N OOMs, then none: the gateway counts them per pool, at any canary rate
+    "oom-burst": lambda st, names, s: [http.oom_error(st.fault_proxy(names[0]), limit=int(s.size))],
     # a leak happens inside the engine: only the simulator can grow its own memory
-    "leak-trend": (lambda st, n: faults.sim_fault(st.direct_url(n), st.admin_token(), "leak",
-                                                  bytes_per_request=3 * 1024 * 1024), "anomaly", 30),
+    "leak": lambda st, names, s: [faults.sim_fault(st.direct_url(n), st.admin_token(), "leak",
+                                                   bytes_per_request=LEAK_BYTES) for n in names],
 }
 
 
 @pytest.fixture
 def gateway(stack):
     requires(stack.env, plan.no_breaker_view, plan.no_canary)
-    _enough_canary_traffic(stack)
     _reset(stack)
     yield stack
     _reset(stack)
@@ -61,17 +61,14 @@ def _reset(stack) -> None:
         gateway_admin(stack, "POST", "/admin/reset")
 
 
-def _enough_canary_traffic(stack) -> None:
-    """Skip where the canary cannot get min_calls per window: the tiers (0.5 % vs 1 % vs 3 % errors)
-    cannot be told apart with fewer calls, and a verdict on them would be noise."""
+def _enough_canary_traffic(stack, size) -> None:
+    """Skip early where even the capacity measured at warm-up cannot give the canary the calls per
+    window that `size`'s tier needs (errors and latency: more calls never hurt those)."""
     p, rate = stack.env.breaker, stack.capacity_rps()
-    if rate is None:
+    if rate is None or size.kind not in ("errors", "latency"):
         return
-    per_window = rate * p.canary_weight * p.window_s
-    if per_window < p.min_calls:
-        pytest.skip(f"INCONCLUSIVE: the canary gets at most {rate * p.canary_weight:.1f} req/s here ({rate:.1f} req/s measured "
-                    f"at warm-up x canary_weight {p.canary_weight:g}): {per_window:.0f} calls per {p.window_s:g} s "
-                    f"window, fewer than the min_calls {p.min_calls} needed to tell 0.5 % from 1 % errors")
+    if (why := why_not(p, size, int(rate * p.canary_weight * p.window_s))) is not None:
+        pytest.skip(f"{why}; at most, from {rate:.1f} req/s measured at warm-up x canary_weight {p.canary_weight:g}")
 
 
 def _canary_calls(stack, canaries: list[str]) -> int:
@@ -82,17 +79,16 @@ def _canary_calls(stack, canaries: list[str]) -> int:
     return sum(int(stack.fault_proxy(n).health().get("requests", 0)) for n in canaries)
 
 
-def _canary_window_full(stack, sc, canaries: list[str]) -> int:
-    """Hold the steady state until the canary's breaker window holds min_calls calls.
+def _canary_window_full(stack, sc, canaries: list[str], target: int) -> int:
+    """Hold the steady state until the canary's breaker window holds `target` calls (or 2 windows
+    have passed); the calls it holds then.
 
     The fixture resets the gateway, so its window starts empty. A fault injected before the window
-    has min_calls in it is judged on the calls that arrive during the fault, and a stall or an error
-    slows those (closed-loop users wait on the canary): on the lab, the canary's window held 130
-    calls at inject (17 req/s for 7.5 s), the stalled canary then got 3 req/s, and the breaker could
-    decide only after the fault was reverted. Where the window never fills, the canary cannot get
-    min_calls per window at this load, and the tiers cannot be told apart: skip, with the count.
-    Without an admin API the window is the proxies' count over the last window_s (a gateway that
-    still bans the canary from the last test has not filled it)."""
+    is full is judged on the calls that arrive during the fault, and a stall or an error slows
+    those (closed-loop users wait on the canary): on the lab, the canary's window held 130 calls at
+    inject (17 req/s for 7.5 s), the stalled canary then got 3 req/s, and the breaker could decide
+    only after the fault was reverted. Without an admin API the window is the proxies' count over
+    the last window_s (a gateway that still bans the canary from the last test has not filled it)."""
     p = stack.env.breaker
     counted = not stack.env.endpoints.gateway_admin
     seen: list[tuple[float, int]] = []
@@ -106,35 +102,11 @@ def _canary_window_full(stack, sc, canaries: list[str]) -> int:
             calls[0] = total - older[-1] if older else 0
         else:
             calls[0] = total
-        return calls[0] >= p.min_calls
+        return calls[0] >= target
 
-    with sc.phase("steady state: the canary's breaker window is full"):
-        if sc.poll(full, timeout=2 * p.window_s, every=0.5):
-            return calls[0]
-    pytest.skip(f"INCONCLUSIVE: the canary's breaker window held {calls[0]} calls after {2 * p.window_s:g} s of load, "
-                f"fewer than the min_calls {p.min_calls} needed to tell 0.5 % from 1 % errors")
-
-
-def _canary_rate(stack, sc, seconds: float) -> float:
-    """Canary-served requests per second over the last `seconds` of the running load (the fault
-    proxies' logs, read over HTTP; the clients' pool header only where a target has no fault proxy)."""
-    now = time.time()
-    recent = stack.upstream_attempts(now - seconds, now)
-    if recent is None:
-        recent = [r for r in sc.load.records() if r.t_send >= now - seconds]
-    return sum(1 for r in recent if (r.served_by or "").startswith("canary")) / seconds
-
-
-def _burst_possible(stack, sc, policy) -> None:
-    """The fault proxy spreads its OOM answers evenly, one every 1/OOM_FRACTION calls, so a burst
-    (count in window) needs a canary rate of (count - 1) / (window x fraction): 33 req/s for 3 in
-    10 s at 0.6 %. Below it no burst can happen without the error rate passing the degrade tier,
-    and the anomaly rule cannot be shown apart from it."""
-    need = (policy.oom_burst_count - 1) / (policy.oom_burst_window_s * OOM_FRACTION)
-    rate = _canary_rate(stack, sc, min(policy.window_s, 10.0))
-    if rate < need:
-        pytest.skip(f"INCONCLUSIVE: the canary serves {rate:.1f} req/s here; an OOM burst of {policy.oom_burst_count} "
-                    f"in {policy.oom_burst_window_s:g} s at {OOM_FRACTION:.1%} of its calls needs {need:.1f} req/s")
+    with sc.phase(f"steady state: the canary's breaker window holds {target} calls"):
+        sc.poll(full, timeout=2 * p.window_s, every=0.5)
+    return calls[0]
 
 
 def _wait_closed(sc, obs, policy) -> None:
@@ -153,28 +125,30 @@ def _wait_closed(sc, obs, policy) -> None:
 
 
 # the release-checklist item (and part of it) each scenario proves (chaos.report.checklist)
-PROVES = {"errors-0.5pct": ("breaker-degrade", "no trip below the error-rate threshold"),
-          "errors-1.5pct": ("breaker-degrade", "degrade above the error-rate threshold"),
-          "latency-1.5s": ("breaker-degrade", "no trip below the latency threshold"),
-          "latency-2.5s": ("breaker-degrade", "degrade above the latency threshold"),
-          "errors-4pct": ("breaker-rollback", ""), "oom-burst": ("oom-burst", ""), "leak-trend": ("leak-trend", "")}
+PROVES = {"errors-below-degrade": ("breaker-degrade", "no trip below the error-rate threshold"),
+          "errors-degrade": ("breaker-degrade", "degrade above the error-rate threshold"),
+          "latency-below-degrade": ("breaker-degrade", "no trip below the latency threshold"),
+          "latency-degrade": ("breaker-degrade", "degrade above the latency threshold"),
+          "errors-rollback": ("breaker-rollback", ""), "oom-burst": ("oom-burst", ""), "leak-trend": ("leak-trend", "")}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.proves(PROVES[n][0], part=PROVES[n][1]))
-                                  for n in SCENARIOS])
+                                  for n in NAMES])
 def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
     stack = gateway
     env = stack.env
     policy = env.breaker
     admin = bool(env.endpoints.gateway_admin)
     kind = env.gateway.kind if env.gateway else "external"
-    make, expect, hold = SCENARIOS[name]
+    size = sizes(policy)[name]
+    expect, hold = size.expect, size.hold_s
     if name == "leak-trend":
         requires(env, plan.no_simulator_canary)
+    _enough_canary_traffic(stack, size)
     canaries = stack.targets_in("canary")
     rep.labels(epic="Resilience", feature="Circuit breaker", story=name, suite="breaker")
-    rep.title(f"{name} on the canary -> expect {expect} ({kind} gateway)")
+    rep.title(f"{name}: {size.label()} on the canary -> expect {expect} ({kind} gateway)")
     sc = scenario(f"breaker-{name}", hurt=canaries)
     sc.observe(env.endpoints.api)
     gateway_state.watch(sc, env)  # the gateway's own state metric, shown beside the black-box verdict
@@ -187,15 +161,10 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
         # 8 closed-loop users, or the environment's own count where its gateway needs more to be busy
         sc.start_load(duration_s=240.0, users=max(8, env.load.users))
     sc.steady_state(max(3.0, policy.window_s * 0.5))
-    calls = _canary_window_full(stack, sc, canaries)
-    if name == "oom-burst":
-        _burst_possible(stack, sc, policy)
-    fault = faults.AllOf([make(stack, n) for n in canaries])
-    rule = getattr(fault.faults[0], "rule", {})
-    if name.startswith("errors-"):  # can this many calls per window tell the tiers apart?
-        why = tier_judgeable(policy, rule["fraction"], expect, calls, hold, rule.get("spread", "even"))
-        if why:
-            pytest.skip(why)
+    calls = _canary_window_full(stack, sc, canaries, window_target(policy, size))
+    if (why := why_not(policy, size, calls)) is not None:  # can this many calls per window tell the tiers apart?
+        pytest.skip(why)
+    fault = faults.AllOf(FAULTS[size.kind](stack, canaries, size))
     t0 = time.time()
     sc.inject(fault)
     sc.hold(hold)

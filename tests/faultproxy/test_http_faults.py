@@ -82,6 +82,20 @@ def test_oom_error_has_vllm_wording(proxy, policy):
     assert status == 500 and "CUDA out of memory" in json.loads(body)["error"]["message"]
 
 
+def test_an_oom_burst_is_exactly_n_answers_then_none(proxy, policy):
+    """limit: the breaker suite's burst. 3 OOM answers the reference gateway counts as OOMs (the same
+    status and body a kept-alive vLLM gives), then every request served, at any request rate."""
+    from chaos.stack.gateway import is_oom
+
+    f = H.oom_error(proxy.admin(), limit=3).using(policy)
+    with f:
+        got = [call(proxy.url, stream=False) for _ in range(7)]
+        assert f.counters()["hits"] == 3
+    assert [s for s, *_ in got] == [500, 500, 500, 200, 200, 200, 200]
+    assert all(is_oom(body) for _, _, body, _, _ in got[:3])
+    assert f.evidence["hits"] == 3 and f.evidence["matched"] == 7
+
+
 def test_delays_before_headers_and_before_first_token(proxy, policy):
     base = call(proxy.url)[3]
     with H.slow_headers(proxy.admin(), 0.6).using(policy):

@@ -31,7 +31,7 @@ BAD = [  # the issue's cases (signal=KIL: KILL itself is a signal now), and what
      "fault kill: parameter signal: expected a signal name or number (KILL, SIGKILL, TERM, 9, ...), got 'KIL'"),
     (["http-error", "--target", "replica-a", "--param", "statu=500"],
      "fault http-error: unknown parameter 'statu' (did you mean status?); it takes status, retry_after, message, "
-     "fraction, spread, match, expect_hits, seed"),
+     "fraction, spread, match, expect_hits, limit, seed"),
     (["http-error", "--target", "replica-a", "--param", "status=abc"],
      "fault http-error: parameter status: expected an integer in [400, 599], got 'abc'"),
 ]
@@ -89,7 +89,7 @@ def test_a_signal_by_name_or_number_reaches_the_plan(tmp_path, capsys):
     ("header-fault", {"drop": "x-a"}, "parameter drop: expected a list of strings, got 'x-a'"),
     ("http-error", {"match": {"paht": "/v1/*"}}, "parameter match: expected a mapping with path, model or header"),
     ("restart", {"signal": "KILL"}, "unknown parameter 'signal'; it takes recover_timeout_s, seed"),
-    ("hang", {"seconds": 1}, "unknown parameter 'seconds'; it takes fraction, spread, match, expect_hits, seed"),
+    ("hang", {"seconds": 1}, "unknown parameter 'seconds'; it takes fraction, spread, match, expect_hits, limit, seed"),
 ])
 def test_each_type_names_the_parameter_and_what_it_takes(kind, params, line):
     with pytest.raises(ConfigError) as e:

@@ -29,17 +29,17 @@ DOCUMENTED = {
         # max_fails=3 within fail_timeout=10s bans the canary for 10 s, then it gets its full share
         # back until 3 more attempts fail: drained in seconds, but never held as a rollback must be;
         # each failed POST is retried on a stable server (proxy_next_upstream http_500 non_idempotent)
-        "errors-4pct": {"ok": False, "tier": "degrade", "returns_during_fault": 1, "lost": 0},
+        "errors-rollback": {"ok": False, "tier": "degrade", "returns_during_fault": 1, "lost": 0},
         # no latency rule in open-source nginx (least_time is nginx Plus): the stalled canary keeps its share
-        "latency-2.5s": {"ok": False, "tier": "none"},
+        "latency-degrade": {"ok": False, "tier": "none"},
     },
     "haproxy": {
         # error-limit counts CONSECUTIVE errors; the fault proxy spreads its errors evenly (1 in 200,
         # 1 in 25), so 3 in a row never happen: no move, which below the thresholds is what the policy asks
-        "errors-0.5pct": {"ok": True, "tier": "none"},
-        "errors-4pct": {"ok": False, "tier": "none"},
+        "errors-below-degrade": {"ok": True, "tier": "none"},
+        "errors-rollback": {"ok": False, "tier": "none"},
         # no latency rule either: `timeout server` (300 s here) is the only clock
-        "latency-2.5s": {"ok": False, "tier": "none"},
+        "latency-degrade": {"ok": False, "tier": "none"},
     },
     "litellm": {
         # allowed_fails 1: the 2nd failure within cooldown_time (30 s) of the first puts the canary in
@@ -47,10 +47,10 @@ DOCUMENTED = {
         # cooldown_time never saw 3 failures 1 in 25 apart at this proxy's 4-5 canary calls a second).
         # Drained some 11 s into the fault, back only after it: a degrade, never the rollback held
         # until reset. Each failed call is retried on a deployment not in cooldown (num_retries 2)
-        "errors-4pct": {"ok": False, "tier": "degrade", "lost": 0},
+        "errors-rollback": {"ok": False, "tier": "degrade", "lost": 0},
         # simple-shuffle has no latency rule; `timeout` (300 s here) is the only clock
-        "latency-2.5s": {"ok": False, "tier": "none"},
-        # (errors-0.5pct is left out: whether 2 failures 1 in 200 apart fall within 30 s depends on the
+        "latency-degrade": {"ok": False, "tier": "none"},
+        # (errors-below-degrade is left out: whether 2 failures 1 in 200 apart fall within 30 s depends on the
         # canary's rate, which here is the proxy's own CPU limit)
     },
 }

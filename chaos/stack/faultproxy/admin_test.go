@@ -49,6 +49,8 @@ func TestAdminBadInput(t *testing.T) {
 		{map[string]any{"name": "x", "kind": "abort", "retry_after": 2}, "rule.retry_after:"},
 		{map[string]any{"name": "x", "kind": "oom", "spread": "lumpy"}, "rule.spread:"},
 		{map[string]any{"name": "x", "kind": "oom", "seed": 1.5}, "rule.seed:"},
+		{map[string]any{"name": "x", "kind": "oom", "limit": 0}, "rule.limit: expected an integer >= 1, got 0"},
+		{map[string]any{"name": "x", "kind": "oom", "limit": 2.5}, "rule.limit:"},
 		{map[string]any{"name": "x", "kind": "oom", "match": "all"}, "rule.match:"},
 		{map[string]any{"name": "x", "kind": "oom", "match": map[string]any{"route": "/"}}, "rule.match.route:"},
 		{map[string]any{"name": "x", "kind": "oom", "match": map[string]any{"path": 3}}, "rule.match.path:"},

@@ -41,6 +41,7 @@ type ruleSpec struct {
 	Fraction    float64           `json:"fraction"`
 	Spread      string            `json:"spread"`
 	Seed        int64             `json:"seed"`
+	Limit       *int64            `json:"limit,omitempty"`
 	Match       *matchSpec        `json:"match,omitempty"`
 	Status      *int              `json:"status,omitempty"`
 	RetryAfter  *string           `json:"retry_after,omitempty"`
@@ -70,6 +71,7 @@ type rule struct {
 	created float64
 
 	seen, matched, hits atomic.Int64
+	granted             atomic.Int64 // requests the coin picked, for `limit`
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
@@ -148,9 +150,18 @@ func (r *rule) matches(req *http.Request, model string, hasModel bool) bool {
 	return true
 }
 
-// coin counts a matching request and says whether the fault hits it. `even` hits the n-th
-// matching request when floor(n*f) steps up, so any window of 1/f requests holds one hit.
+// coin counts a matching request and says whether the fault hits it; with `limit` it picks at
+// most that many requests, then none (a burst: exactly N OOM answers, however fast the traffic).
 func (r *rule) coin() bool {
+	if !r.toss() {
+		return false
+	}
+	return r.spec.Limit == nil || r.granted.Add(1) <= *r.spec.Limit
+}
+
+// toss is the fraction's decision. `even` hits the n-th matching request when floor(n*f) steps
+// up, so any window of 1/f requests holds one hit.
+func (r *rule) toss() bool {
 	n := r.matched.Add(1)
 	f := r.spec.Fraction
 	switch {

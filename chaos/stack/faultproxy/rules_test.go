@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -54,6 +56,47 @@ func TestEvenSpreadIsExact(t *testing.T) {
 		}
 	}
 }
+
+// limit: a burst of exactly N answers, then the rule lets everything through (the breaker suite's
+// OOM burst must not depend on how fast the canary is served)
+func TestLimitIsABurstThenNone(t *testing.T) {
+	f := newFixture(t, jsonUpstream(200, chatJSON))
+	f.addRule(map[string]any{"name": "b", "kind": "oom", "limit": 3})
+	hits := pattern(f, 10)
+	if count(hits) != 3 || !hits[0] || !hits[1] || !hits[2] {
+		t.Fatalf("limit 3 at fraction 1 over 10 requests: %v", hits)
+	}
+	if _, _, h := f.ruleCounters("b"); h != 3 {
+		t.Fatalf("hits %d, want 3", h)
+	}
+	// with a fraction: every 2nd request until 2 are picked, and concurrent coins never pick more
+	r := newRule(ruleSpec{Name: "x", Kind: kHang, Fraction: 0.5, Spread: "even", Limit: ptr(int64(2))}, 1)
+	got := []bool{}
+	for i := 0; i < 8; i++ {
+		got = append(got, r.coin())
+	}
+	if count(got) != 2 || !got[1] || !got[3] {
+		t.Fatalf("fraction 0.5, limit 2: %v", got)
+	}
+	r = newRule(ruleSpec{Name: "y", Kind: kHang, Fraction: 1, Spread: "even", Limit: ptr(int64(5))}, 1)
+	var picked atomic.Int64
+	var wg sync.WaitGroup
+	for i := 0; i < 64; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r.coin() {
+				picked.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if picked.Load() != 5 {
+		t.Fatalf("64 concurrent requests, limit 5: %d picked", picked.Load())
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func TestRandomSpreadIsSeeded(t *testing.T) {
 	run := func(seed int) []bool {

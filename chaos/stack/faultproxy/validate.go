@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-var commonFields = []string{"name", "kind", "fraction", "spread", "seed", "match"}
+var commonFields = []string{"name", "kind", "fraction", "spread", "seed", "limit", "match"}
 
 var kindFields = map[string][]string{
 	kAbort: {"status", "retry_after", "message"}, kOOM: {}, kDelay: {"headers_s", "first_token_s"},
@@ -186,6 +186,13 @@ func parseRule(body []byte) (ruleSpec, error) {
 		if spec.Seed, ok = asInt(raw); !ok {
 			return spec, bad("seed", "expected an integer, got %s", shown(raw))
 		}
+	}
+	if raw, ok = f.get("limit"); ok {
+		n, isInt := asInt(raw)
+		if !isInt || n < 1 {
+			return spec, bad("limit", "expected an integer >= 1, got %s", shown(raw))
+		}
+		spec.Limit = &n
 	}
 	if spec.Match, err = parseMatch(f); err != nil {
 		return spec, err

@@ -1,0 +1,105 @@
+"""The breaker suite's fault sizes come from the environment's policy, and 'not proven: the canary
+gets N calls per window, the tier needs M' is said only when it is true (chaos.verify.breaker_sizes)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from chaos.env.model import BreakerPolicy
+from chaos.verify.breaker_sizes import NAMES, burst_calls_needed, sizes, why_not, window_target
+from chaos.verify.power import wrong_outcome
+
+SEED = BreakerPolicy(degrade_error_rate=0.01, rollback_error_rate=0.03, window_s=15, min_calls=200)
+POLICIES = [SEED,
+            BreakerPolicy(degrade_error_rate=0.03, rollback_error_rate=0.09, window_s=15, min_calls=200),
+            BreakerPolicy(degrade_error_rate=0.05, rollback_error_rate=0.10, window_s=15, min_calls=200),
+            BreakerPolicy(degrade_error_rate=0.2, rollback_error_rate=0.5, degrade_latency_s=8, min_calls=50)]
+
+
+@pytest.mark.parametrize("p", POLICIES, ids=lambda p: f"{p.degrade_error_rate:g}-{p.rollback_error_rate:g}")
+def test_sizes_lie_strictly_between_the_thresholds(p: BreakerPolicy) -> None:
+    s = sizes(p)
+    assert tuple(s) == NAMES
+    d, r, lat = p.degrade_error_rate, p.rollback_error_rate, p.degrade_latency_s
+    assert 0 < s["errors-below-degrade"].size < d
+    assert d < s["errors-degrade"].size < r
+    assert r < s["errors-rollback"].size <= 1
+    assert 0 < s["latency-below-degrade"].size < lat < s["latency-degrade"].size
+    assert s["oom-burst"].size == p.oom_burst_count
+    assert [s[n].expect for n in NAMES] == ["none", "degrade", "rollback", "none", "degrade", "anomaly", "anomaly"]
+
+
+def test_the_seed_policy_keeps_the_seed_sizes() -> None:
+    s = sizes(SEED)
+    assert [s[n].size for n in NAMES[:5]] == pytest.approx([0.005, 0.02, 0.04, 1.5, 2.5])
+
+
+@pytest.mark.parametrize("p", POLICIES, ids=lambda p: f"{p.degrade_error_rate:g}-{p.rollback_error_rate:g}")
+def test_a_normal_policy_is_judged_at_this_machines_canary_rate(p: BreakerPolicy) -> None:
+    """21-33 req/s on the canary x 15 s: every scenario can be judged, the 5 % / 10 % policy included
+    (the literals gave it 'needs more than 100000 calls per window')."""
+    for calls in (315, 400, 495):
+        for name, size in sizes(p).items():
+            assert why_not(p, size, calls) is None, (name, calls)
+            assert window_target(p, size) <= 315
+
+
+def test_what_it_judges_at_the_calls_it_accepts_is_right_with_the_stated_risk() -> None:
+    """The accepted sizes really reach (or stay under) their thresholds at the calls they accept."""
+    for p in POLICIES:
+        for size in (s for s in sizes(p).values() if s.kind == "errors"):
+            for calls in range(p.min_calls, 2000, 37):
+                if why_not(p, size, calls) is None:
+                    d, r = p.degrade_error_rate, p.rollback_error_rate
+                    if size.expect == "none":
+                        assert wrong_outcome(calls, size.size, d, expect_reach=False, windows=3) <= 0.01
+                    elif size.expect == "degrade":
+                        assert wrong_outcome(calls, size.size, d, expect_reach=True) <= 0.01
+                        assert wrong_outcome(calls, size.size, r, expect_reach=False, windows=3) <= 0.01
+                    else:
+                        assert wrong_outcome(calls, size.size, r, expect_reach=True) <= 0.01
+
+
+def _numbers(msg: str) -> tuple[int, int]:
+    m = re.match(r"not proven: the canary gets (\d+) calls per \S+ s window, the [\w -]+? needs (\d+)", msg)
+    assert m, msg
+    return int(m.group(1)), int(m.group(2))
+
+
+def test_thresholds_that_need_more_calls_than_the_canary_gets_say_so() -> None:
+    fine = BreakerPolicy(degrade_error_rate=0.001, rollback_error_rate=0.003, window_s=15, min_calls=200)
+    for name in ("errors-below-degrade", "errors-degrade", "errors-rollback"):
+        msg = why_not(fine, sizes(fine)[name], 400)
+        assert msg is not None, name
+        got, need = _numbers(msg)
+        assert got == 400 and need > 400
+        assert why_not(fine, sizes(fine)[name], need) is None, (name, need)  # and M calls are enough
+
+
+def test_too_few_calls_for_min_calls_say_so_for_errors_and_latency_but_not_the_leak() -> None:
+    s = sizes(SEED)
+    for name in ("errors-degrade", "latency-degrade", "latency-below-degrade"):
+        got, need = _numbers(why_not(SEED, s[name], 120) or "")
+        assert (got, need) == (120, 200)
+    assert why_not(SEED, s["leak-trend"], 10) is None
+
+
+def test_the_oom_burst_is_judged_where_its_answers_stay_under_degrade_or_below_min_calls() -> None:
+    """3 OOMs in a window: under 1 % from 301 calls; under min_calls the error-rate tier does not judge."""
+    burst = sizes(SEED)["oom-burst"]
+    assert burst_calls_needed(SEED) == 301 == window_target(SEED, burst)
+    assert why_not(SEED, burst, 301) is None
+    assert why_not(SEED, burst, 100) is None  # real vLLM on CPU: the error-rate tier cannot trip
+    got, need = _numbers(why_not(SEED, burst, 300) or "")
+    assert (got, need) == (300, 301)
+    assert why_not(SEED, burst, 170) is not None  # near min_calls: the window may reach it while the OOMs are in it
+    five = BreakerPolicy(degrade_error_rate=0.05, rollback_error_rate=0.1, oom_burst_count=4, min_calls=200)
+    assert burst_calls_needed(five) == 81
+
+
+def test_equal_thresholds_leave_no_room_between() -> None:
+    p = BreakerPolicy(degrade_error_rate=0.02, rollback_error_rate=0.02)
+    msg = why_not(p, sizes(p)["errors-degrade"], 10_000)
+    assert msg is not None and "no error rate lies between the tiers" in msg
+    assert why_not(p, sizes(p)["errors-rollback"], 10_000) is None
