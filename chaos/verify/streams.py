@@ -21,7 +21,8 @@ from chaos.verify.client_cmd import STREAM_ENV, ClientLimit, run_command, what_i
 from chaos.verify.verdict import Verdict
 
 __all__ = ["STREAM_ENV", "ClientLimit", "ClientAnswer", "Attempts", "attempts_for", "client_verdict",
-           "gateway_verdict", "run_client_command", "PROMPT", "MAX_TOKENS"]
+           "gateway_verdict", "run_client_command", "steady_run", "steady_verdict", "PROMPT", "MAX_TOKENS"]
+START_ALLOWANCE_S = 60.0  # a fault-free run's own bound on top of the retry deadline: a slower start is the verdict
 PROMPT, MAX_TOKENS = "Say hello.", 12  # what every client is asked in the streams suite (temperature 0)
 
 
@@ -158,3 +159,20 @@ def run_client_command(name: str, template: str, base_url: str, *, timeout_s: fl
     """Run a client command once with CHAOS_STREAM=1: stdout is what it showed, exit 0 means a whole answer."""
     r = run_command(template, base_url, timeout_s=timeout_s)
     return ClientAnswer(name, r.ok, r.shown, error=r.error, window=(r.t0, r.t1), timed_out=r.timed_out)
+
+
+def steady_run(name: str, template: str, base_url: str, deadline_s: float, truth: ClientAnswer, *,
+               fault_extra_s: float = 0.0) -> tuple[ClientAnswer, ClientLimit]:
+    """One fault-free run of a client command, and the limit its runs under the fault get from it."""
+    ran = run_client_command(name, template, base_url, timeout_s=deadline_s + START_ALLOWANCE_S)
+    return ran, ClientLimit.derive(steady_run_s=ran.window[1] - ran.window[0], deadline_s=deadline_s,
+                                   engine_e2e_s=truth.window[1] - truth.window[0], fault_extra_s=fault_extra_s)
+
+
+def steady_verdict(name: str, ran: ClientAnswer, truth: str) -> Verdict:
+    """The fault-free run gave the truth, whole: otherwise nothing under a fault says much about the client."""
+    v = Verdict(f"client {name} with no fault")
+    whole = ran.ok and ran.shown == truth
+    v.add("fault_free_answer", "the truth, whole", "whole" if whole else ran.error or f"shown {ran.shown!r}", whole,
+          f"{ran.window[1] - ran.window[0]:.1f} s, the measure of its limit")
+    return v

@@ -24,8 +24,7 @@ from chaos.observe.gateway import gateway_failures
 from chaos.report import allure as rep
 from chaos.resilience.client import ResilientClient
 from chaos.verify.streams import (MAX_TOKENS, PROMPT, ClientAnswer, ClientLimit, attempts_for, client_verdict,
-                                  gateway_verdict, run_client_command)
-from chaos.verify.verdict import Verdict
+                                  gateway_verdict, run_client_command, steady_run, steady_verdict)
 from suites.clients.test_backoff_compliance import EXAMPLES, _commands
 from suites.conftest import fault_proof, requires
 
@@ -41,7 +40,6 @@ CASES = {
     "duplicate-after-3": (lambda p: http.duplicate_chunk(p, after_tokens=3, **CHAT), None, 0.0),
 }
 REQUESTS = 3  # per client and case
-START_ALLOWANCE_S = 60.0  # the fault-free run's own bound, on top of the retry deadline: a start-up slower is the verdict
 
 
 def _reference(env) -> ResilientClient:
@@ -80,11 +78,8 @@ def test_stream_fault(stack, proxies, scenario, summary, case: str) -> None:
     steady: dict[str, tuple[ClientAnswer, ClientLimit]] = {}
     for name, cmd in commands.items():
         with sc.phase(f"client command {name}: one fault-free run, for its time limit"):
-            ran = run_client_command(name, cmd, env.endpoints.api, timeout_s=env.retry.deadline_s + START_ALLOWANCE_S)
-            took = ran.window[1] - ran.window[0]
-            steady[name] = (ran, ClientLimit.derive(steady_run_s=took, deadline_s=env.retry.deadline_s,
-                                                    engine_e2e_s=truth.window[1] - truth.window[0],
-                                                    fault_extra_s=fault_extra_s))
+            steady[name] = steady_run(name, cmd, env.endpoints.api, env.retry.deadline_s, truth,
+                                      fault_extra_s=fault_extra_s)
     gw = env.endpoints.gateway_admin
     errors_before = gateway_failures(gw) if gw else None
     fault = faults.AllOf([make(p) for p in proxies])
@@ -107,7 +102,7 @@ def test_stream_fault(stack, proxies, scenario, summary, case: str) -> None:
     verdicts = [client_verdict(name, got, [attempts_for(a, log) for a in got], truth=truth.shown,
                                truth_finish=truth.finish_reason, expect_whole=expect_whole)
                 for name, got in answers.items()]
-    verdicts += [_steady_verdict(name, ran, truth.shown) for name, (ran, _) in steady.items()]
+    verdicts += [steady_verdict(name, ran, truth.shown) for name, (ran, _) in steady.items()]
     verdicts.append(gateway_verdict(errors_before, errors_after, hits, expect_failures=expect_whole is not True))
     rep.attach_text("\n".join(f"{n}: ok={a.ok} error={a.error} attempts={len(attempts_for(a, log).lines)} "
                               f"window={a.window[0]:.3f}-{a.window[1]:.3f} shown={a.shown!r}"
@@ -117,14 +112,6 @@ def test_stream_fault(stack, proxies, scenario, summary, case: str) -> None:
     summary.set("streams", **{case: "ok" if all(v.ok for v in verdicts) else "FAILED"})
     sc.judge("the fault really happened", [fault_proof(fault, together=True)])
     sc.judge("clients and gateway behaved", verdicts)
-
-
-def _steady_verdict(name: str, ran: ClientAnswer, truth: str) -> Verdict:
-    v = Verdict(f"client {name} with no fault")
-    took = ran.window[1] - ran.window[0]
-    v.add("fault_free_answer", "the truth, whole", "whole" if ran.ok and ran.shown == truth else ran.error,
-          ran.ok and ran.shown == truth, f"{took:.1f} s, its limit's measure" + (f"; shown {ran.shown!r}" if not ran.ok else ""))
-    return v
 
 
 @pytest.mark.parametrize("case, broken", [("cut-after-3", {"no_retry_of_started_stream", "shown_in_order"}),
