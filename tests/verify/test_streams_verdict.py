@@ -184,3 +184,15 @@ def test_a_timed_out_client_is_told_from_its_output_and_the_replica_log():
     retrying = Attempts([{**served, "t_arrival": 100.5, "t_finish": 100.6}, {**served, "t_arrival": 101.5}])
     assert "retrying: 2 attempts" in what_it_did("", 100.0, 103.0, retrying.lines)
     assert "no output; no request of it reached the replicas" in what_it_did("", 100.0, 103.0, [])
+
+
+def test_the_reference_client_command_asks_what_the_streams_suite_asks():
+    import importlib.util
+    from pathlib import Path
+
+    from chaos.verify.streams import MAX_TOKENS, PROMPT
+    path = Path(__file__).resolve().parents[2] / "examples" / "clients" / "reference_client.py"
+    spec = importlib.util.spec_from_file_location("reference_client", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert (mod.PROMPT, mod.MAX_TOKENS) == (PROMPT, MAX_TOKENS)
