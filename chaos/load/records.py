@@ -20,7 +20,7 @@ ERROR_CLASSES = (
     "timeout",       # no response or no next chunk within the client's timeout
     "stream_cut",    # stream ended without `data: [DONE]`
     "error_chunk",   # `data: {"error": ...}` inside a 200 stream
-    "stream_corrupt",  # more content events than the usage chunk's tokens (duplicated), or unreadable events
+    "stream_corrupt",  # a chunk out of order by its stated count, more events than tokens, or unreadable events
     "wrong_model",   # answered, but by another model than the one asked for
     "other",
 )
@@ -50,6 +50,7 @@ class RequestRecord:
     outcome: str | None = None      # on final records: succeeded | failed | rejected
     finish_reason: str | None = None  # the stream's (or answer's) last finish_reason
     attrs: dict[str, str] | None = None  # the request attributes it carried (load.attributes), by header
+    stream_order: str | None = None  # streams: "proven" by the server's per-chunk counts, or why not
 
     @property
     def ok(self) -> bool:

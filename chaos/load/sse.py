@@ -2,6 +2,13 @@
 
 TTFT counts only an event whose first choice carries non-empty text (`text` for completions,
 `delta.content` for chat): vLLM's chat stream opens with an empty role chunk, which is ignored.
+
+Duplicates and reorders are judged by what the server states on each chunk, never by counting events:
+vLLM merges several tokens into one delta when its output processing lags, so one duplicated event
+can hide inside "events <= tokens". With `stream_options.continuous_usage_stats` vLLM puts the
+cumulative `usage.completion_tokens` on every chunk (serving_chat.py / serving_completion.py add
+`len(output.token_ids)` before each yield), so a content chunk whose count does not advance is a
+repeat and one whose count goes back is out of order, however many tokens a delta carries.
 """
 from __future__ import annotations
 
@@ -14,21 +21,71 @@ _DATA = b"data:"
 _DONE = b"[DONE]"
 
 
+# what a streaming request asks for: the final usage chunk and the cumulative count on every chunk
+STREAM_OPTIONS = {"include_usage": True, "continuous_usage_stats": True}
+NO_COUNT = "not proven: the server states no per-chunk token count"
+
 # `"text": "..."` / `"content": "..."` at the first choice: `""` or null is empty, `"x` is not
 _TEXT_RE = re.compile(rb'"(?:text|content)": ?(""|null|")')
 _NULL_FINISH = re.compile(rb'"finish_reason": ?null')  # only such chunks take the fast path
 
 
+class ChunkOrder:
+    """Per-chunk order check of one choice from the server's cumulative completion_tokens."""
+
+    __slots__ = ("last", "last_text", "duplicates", "problem", "counted", "uncounted")
+
+    def __init__(self) -> None:
+        self.last: int | None = None
+        self.last_text = ""
+        self.duplicates = 0          # verbatim repeats dropped
+        self.problem: str | None = None  # a reorder or a conflicting repeat: the stream is corrupt
+        self.counted = self.uncounted = 0  # content chunks with / without a stated count
+
+    def see(self, count: int | None, text: str) -> bool:
+        """One chunk's cumulative count (None when it states none) and text; True when it is to be shown."""
+        if not text:
+            return True
+        if count is None:
+            self.uncounted += 1
+            return True
+        self.counted += 1
+        if self.last is not None and count <= self.last:
+            if count == self.last and text == self.last_text:
+                self.duplicates += 1  # the same chunk again: what it says was shown already
+                return False
+            if self.problem is None:
+                self.problem = (f"a chunk stating {count} tokens after one stating {self.last}: reordered"
+                                if count < self.last else f"two different chunks both state {count} tokens")
+            return False
+        self.last, self.last_text = count, text
+        return True
+
+    def proof(self) -> str:
+        """'proven' when every content chunk stated its count (or none carried content), else why not."""
+        return NO_COUNT if self.uncounted else "proven"
+
+
+def chunk_count(chunk: dict[str, object]) -> int | None:
+    """The cumulative completion_tokens a chunk states, None when it states none."""
+    usage = chunk.get("usage")
+    n = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return n if isinstance(n, int) else None
+
+
 def stream_problem(*, done: bool, finish_reason: str | None, events: int, usage_out: int | None,
-                   bad_json: int = 0) -> tuple[str, str] | None:
+                   bad_json: int = 0, order: str | None = None) -> tuple[str, str] | None:
     """Why a 200 stream that carried no error chunk is still not a whole answer, or None when it is.
 
-    vLLM ends every choice with a finish_reason before `[DONE]`, and sends at most one content
-    event per generated token, so more events than the usage chunk counts means duplicated chunks."""
+    vLLM ends every choice with a finish_reason before `[DONE]`. `order` is a ChunkOrder's problem.
+    More content events than the usage chunk counts is a sure duplicate (vLLM sends at most one
+    event per token), but fewer proves nothing: merged deltas hide a repeat, hence ChunkOrder."""
     if not done:
         return "stream_cut", f"stream ended without data: [DONE] after {events} content events"
     if finish_reason is None:
         return "stream_cut", f"[DONE] came without a finish_reason after {events} content events"
+    if order is not None:
+        return "stream_corrupt", order
     if usage_out is not None and events > usage_out:
         return "stream_corrupt", f"{events} content events for {usage_out} tokens: duplicated chunks"
     if bad_json:
@@ -40,7 +97,7 @@ class StreamMeter:
     """Feeds SSE lines with their arrival times (perf_counter seconds) and fills a record."""
 
     __slots__ = ("t0", "first", "last", "gaps", "events", "done", "error", "model", "usage_out",
-                 "usage_prompt", "finish_reason", "bad_json")
+                 "usage_prompt", "finish_reason", "bad_json", "order")
 
     def __init__(self, t0: float) -> None:
         self.t0 = t0
@@ -55,6 +112,7 @@ class StreamMeter:
         self.usage_prompt: int | None = None
         self.finish_reason: str | None = None
         self.bad_json = 0
+        self.order = ChunkOrder()
 
     def feed(self, line: bytes, now: float) -> bool:
         """Consume one stripped line; returns True once `data: [DONE]` was seen."""
@@ -72,6 +130,7 @@ class StreamMeter:
             m = _TEXT_RE.search(payload)
             if m is not None:
                 if m.group(1) == b'"':
+                    self.order.uncounted += 1  # no usage on it: the server stated no count
                     if self.first is None:
                         self.first = now
                     else:
@@ -106,7 +165,8 @@ class StreamMeter:
             text = delta.get("content")
         if choice.get("finish_reason"):
             self.finish_reason = choice["finish_reason"]
-        self._content(bool(text), now)
+        shown = self.order.see(chunk_count(chunk), text if isinstance(text, str) else "")
+        self._content(bool(text) and shown, now)
         return False
 
     def _content(self, nonempty: bool, now: float) -> None:
@@ -123,7 +183,7 @@ class StreamMeter:
         if self.error is not None:
             return "error_chunk", self.error
         return stream_problem(done=self.done, finish_reason=self.finish_reason, events=self.events,
-                              usage_out=self.usage_out, bad_json=self.bad_json)
+                              usage_out=self.usage_out, bad_json=self.bad_json, order=self.order.problem)
 
     def fill(self, rec: RequestRecord, t_end: float) -> None:
         """Copy timing and token fields into `rec`; `t_end` is perf_counter at [DONE] or cut."""

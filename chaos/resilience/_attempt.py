@@ -15,7 +15,7 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from chaos.load.records import RequestRecord
-from chaos.load.sse import stream_problem
+from chaos.load.sse import ChunkOrder, chunk_count, stream_problem
 
 
 @dataclass
@@ -134,6 +134,7 @@ def _read_sse(resp: http.client.HTTPResponse, rec: RequestRecord, t0: float, tim
     model: str | None = None
     last: float | None = None
     events, bad, done, usage_out = 0, 0, False, None
+    order = ChunkOrder()  # of the first choice (the client asks for one)
     while True:
         line = resp.readline()
         if not line:
@@ -163,8 +164,8 @@ def _read_sse(resp: http.client.HTTPResponse, rec: RequestRecord, t0: float, tim
         for ch in ev.get("choices") or []:
             rec.finish_reason = ch.get("finish_reason") or rec.finish_reason
             piece = (ch.get("delta") or {}).get("content") or ch.get("text") or ""
-            if not piece:
-                continue
+            if not piece or (ch.get("index", 0) == 0 and not order.see(chunk_count(ev), piece)):
+                continue  # nothing, or a repeat of what was shown (dropped) or out of order (judged below)
             now = clock() - t0
             if last is None:
                 rec.ttft = now
@@ -175,8 +176,9 @@ def _read_sse(resp: http.client.HTTPResponse, rec: RequestRecord, t0: float, tim
             parts.append(piece)
     rec.e2e = clock() - t0
     rec.output_tokens = usage_out if usage_out is not None else events
+    rec.stream_order = order.proof() + (f"; {order.duplicates} repeated chunk(s) dropped" if order.duplicates else "")
     problem = stream_problem(done=done, finish_reason=rec.finish_reason, events=events, usage_out=usage_out,
-                             bad_json=bad)
+                             bad_json=bad, order=order.problem)
     if problem is not None:
         rec.error, rec.error_detail = problem
     elif rec.ttft is not None and rec.output_tokens and rec.output_tokens > 1:

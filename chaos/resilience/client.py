@@ -23,6 +23,7 @@ from tenacity import RetryCallState, Retrying, retry_if_result
 
 from chaos.env.model import RetryPolicy
 from chaos.load.records import RequestRecord
+from chaos.load.sse import STREAM_OPTIONS
 from chaos.resilience._attempt import Attempt, Endpoint, parse_retry_after, send_once
 from chaos.resilience.backoff import Backoff
 from chaos.resilience.signing import key_from_env, sign
@@ -105,7 +106,7 @@ class ResilientClient:
         """Send one logical request with retries; never raises for server or network failures."""
         rid = request_id or uuid.uuid4().hex
         if stream:
-            payload = {**payload, "stream": True, "stream_options": {"include_usage": True}}
+            payload = {**payload, "stream": True, "stream_options": dict(STREAM_OPTIONS)}
         body = json.dumps(payload).encode()
         path = self.endpoint.api_path(tail)
         start = self.clock()

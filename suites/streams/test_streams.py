@@ -5,8 +5,10 @@ mid-stream, an error chunk in a 200 stream (as vLLM sends when its engine dies m
 duplicated chunk. For each, the reference client and every `client_commands` entry (run with
 CHAOS_STREAM=1) make requests through the whole stack, and the verdicts are: the client never
 shows a duplicated or reordered token, reports a whole answer as whole (with its finish_reason)
-and a broken one as an error, never retries a stream after its first token unless it resumes it,
-and the gateway counts each broken stream as a failure (and a stall as none).
+and a broken one as an error (a duplicated chunk it drops, knowing it by the token count the server
+states on each chunk, leaves a whole answer), never retries a stream after its first token unless it
+resumes it, exits within a limit derived from its own fault-free run and the retry deadline (or is
+told what it was doing), and the gateway counts each broken stream as a failure (and a stall as none).
 """
 from __future__ import annotations
 
@@ -21,20 +23,21 @@ from chaos.faults import http
 from chaos.observe.gateway import gateway_failures
 from chaos.report import allure as rep
 from chaos.resilience.client import ResilientClient
-from chaos.verify.streams import (MAX_TOKENS, PROMPT, ClientAnswer, attempts_for, client_verdict, gateway_verdict,
-                                  run_client_command)
+from chaos.verify.streams import (MAX_TOKENS, PROMPT, ClientAnswer, ClientLimit, attempts_for, client_verdict,
+                                  gateway_verdict, run_client_command, steady_run, steady_verdict)
 from suites.clients.test_backoff_compliance import EXAMPLES, _commands
 from suites.conftest import fault_proof, requires
 
 # every replica gets the rule; the gateway picks which ones see traffic, so a rule alone may hit none
 CHAT = {"match": {"path": "/v1/chat/completions"}, "expect_hits": False}
-# case: (the fault at each replica's proxy, whether the client must get a whole answer)
+# case: (the fault at each replica's proxy, whether the client must get a whole answer (None: the
+# whole answer or an error), the seconds the fault adds to a request)
 CASES = {
-    "cut-after-3": (lambda p: http.stream_cut(p, after_tokens=3, **CHAT), False),
-    "cut-after-3-with-done": (lambda p: http.stream_cut(p, after_tokens=3, done=True, **CHAT), False),
-    "stall-1.5s-after-3": (lambda p: http.stream_stall(p, after_tokens=3, seconds=1.5, **CHAT), True),
-    "error-chunk-after-3": (lambda p: http.error_chunk(p, after_tokens=3, **CHAT), False),
-    "duplicate-after-3": (lambda p: http.duplicate_chunk(p, after_tokens=3, **CHAT), False),
+    "cut-after-3": (lambda p: http.stream_cut(p, after_tokens=3, **CHAT), False, 0.0),
+    "cut-after-3-with-done": (lambda p: http.stream_cut(p, after_tokens=3, done=True, **CHAT), False, 0.0),
+    "stall-1.5s-after-3": (lambda p: http.stream_stall(p, after_tokens=3, seconds=1.5, **CHAT), True, 1.5),
+    "error-chunk-after-3": (lambda p: http.error_chunk(p, after_tokens=3, **CHAT), False, 0.0),
+    "duplicate-after-3": (lambda p: http.duplicate_chunk(p, after_tokens=3, **CHAT), None, 0.0),
 }
 REQUESTS = 3  # per client and case
 
@@ -48,7 +51,7 @@ def _ask(client: ResilientClient) -> ClientAnswer:
     r = client.chat(PROMPT, stream=True, max_tokens=MAX_TOKENS, temperature=0)
     first, last = r.records[0], r.records[-1]
     return ClientAnswer("reference", r.ok, r.text, finish_reason=last.finish_reason, error=last.error,
-                        request_id=r.request_id, window=(first.t_send, last.t_end))
+                        request_id=r.request_id, window=(first.t_send, last.t_end), order=last.stream_order)
 
 
 @pytest.fixture
@@ -61,13 +64,22 @@ def proxies(stack):
 @pytest.mark.parametrize("case", list(CASES))
 def test_stream_fault(stack, proxies, scenario, summary, case: str) -> None:
     env = stack.env
-    make, expect_whole = CASES[case]
+    make, expect_whole, fault_extra_s = CASES[case]
     rep.labels(epic="Resilience", feature="Mid-stream faults", story=case, suite="streams")
-    rep.title(f"{case} at every replica -> the client {'gets the whole answer' if expect_whole else 'reports an error'}")
+    want = {True: "gets the whole answer", False: "reports an error", None: "drops the repeat or reports an error"}
+    rep.title(f"{case} at every replica -> the client {want[expect_whole]}")
     sc = scenario(f"streams-{case}")
     with sc.phase("the truth: the same request with no fault"):
         truth = _ask(_reference(env))
         assert truth.ok and truth.shown, f"no fault-free answer to compare with: {truth.error}"
+        # with no fault nothing may have been dropped as a repeat: the count check itself would be wrong
+        assert "dropped" not in (truth.order or ""), f"the fault-free answer had repeats: {truth.order}"
+    commands = _commands(env)
+    steady: dict[str, tuple[ClientAnswer, ClientLimit]] = {}
+    for name, cmd in commands.items():
+        with sc.phase(f"client command {name}: one fault-free run, for its time limit"):
+            steady[name] = steady_run(name, cmd, env.endpoints.api, env.retry.deadline_s, truth,
+                                      fault_extra_s=fault_extra_s)
     gw = env.endpoints.gateway_admin
     errors_before = gateway_failures(gw) if gw else None
     fault = faults.AllOf([make(p) for p in proxies])
@@ -77,9 +89,11 @@ def test_stream_fault(stack, proxies, scenario, summary, case: str) -> None:
     with sc.phase(f"reference client: {REQUESTS} streamed requests"):
         client = _reference(env)
         answers["reference"] = [_ask(client) for _ in range(REQUESTS)]
-    for name, cmd in _commands(env).items():
-        with sc.phase(f"client command {name}: {REQUESTS} streamed requests"):
-            answers[name] = [run_client_command(name, cmd, env.endpoints.api, timeout_s=env.retry.deadline_s + 10)
+    for name, cmd in commands.items():
+        limit = steady[name][1]
+        with sc.phase(f"client command {name}: {REQUESTS} streamed requests, {limit.seconds:.1f} s each at most "
+                      f"({limit.why})"):
+            answers[name] = [run_client_command(name, cmd, env.endpoints.api, timeout_s=limit.seconds)
                              for _ in range(REQUESTS)]
     hits = sum(f.counters().get("hits", 0) for f in fault.faults)
     sc.revert()
@@ -88,7 +102,8 @@ def test_stream_fault(stack, proxies, scenario, summary, case: str) -> None:
     verdicts = [client_verdict(name, got, [attempts_for(a, log) for a in got], truth=truth.shown,
                                truth_finish=truth.finish_reason, expect_whole=expect_whole)
                 for name, got in answers.items()]
-    verdicts.append(gateway_verdict(errors_before, errors_after, hits, expect_failures=not expect_whole))
+    verdicts += [steady_verdict(name, ran, truth.shown) for name, (ran, _) in steady.items()]
+    verdicts.append(gateway_verdict(errors_before, errors_after, hits, expect_failures=expect_whole is not True))
     rep.attach_text("\n".join(f"{n}: ok={a.ok} error={a.error} attempts={len(attempts_for(a, log).lines)} "
                               f"window={a.window[0]:.3f}-{a.window[1]:.3f} shown={a.shown!r}"
                               for n, got in answers.items() for a in got)
@@ -117,7 +132,7 @@ def test_naive_stream_client_is_caught(stack, proxies, scenario, summary, case: 
     sc.revert()
     log = stack.proxy_rows(since=t0 - 5.0)  # the replicas' side, over HTTP
     v = client_verdict("naive", got, [attempts_for(a, log) for a in got], truth=truth.shown,
-                       truth_finish=truth.finish_reason, expect_whole=False)
+                       truth_finish=truth.finish_reason, expect_whole=CASES[case][1])
     failed = {r.check for r in v.failures}
     rep.attach_text("\n".join(r.line() for r in v.rows), "naive client verdict (expected to fail)")
     summary.set("streams", **{f"naive_caught_{case}": "yes" if broken <= failed else "NO"})

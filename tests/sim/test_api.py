@@ -57,6 +57,23 @@ def test_streams_with_openai(client: openai.OpenAI) -> None:
     assert comp[-1].choices[0].finish_reason == "length"
 
 
+def test_continuous_usage_stats_state_the_running_count_on_every_chunk(sim: Sim) -> None:
+    """vLLM's stream_options.continuous_usage_stats: every chunk carries the cumulative completion_tokens
+    (the role chunk 0), which the harness's duplicate check reads; without include_usage it is off."""
+    for path, body in (("/v1/chat/completions", {"messages": [{"role": "user", "content": "count"}]}),
+                       ("/v1/completions", {"prompt": "count"})):
+        st, raw, _ = sim.request("POST", path, {**body, "max_tokens": 4, "stream": True, "stream_options": {
+            "include_usage": True, "continuous_usage_stats": True}})
+        assert st == 200
+        chunks = [json.loads(e[6:]) for e in raw.decode().split("\n\n") if e.startswith("data: {")]
+        counts = [c["usage"]["completion_tokens"] for c in chunks if c["choices"]]
+        assert counts == ([0] if "messages" in body else []) + [1, 2, 3, 4], counts
+        assert all(c["usage"]["prompt_tokens"] == chunks[-1]["usage"]["prompt_tokens"] for c in chunks)
+    st, raw, _ = sim.request("POST", "/v1/completions", {"prompt": "x", "max_tokens": 2, "stream": True,
+                                                         "stream_options": {"continuous_usage_stats": True}})
+    assert st == 200 and b'"usage"' not in raw
+
+
 def test_raw_sse_format(sim: Sim) -> None:
     st, body, hdrs = sim.request("POST", "/v1/completions",
                                  {"prompt": "raw", "max_tokens": 2, "stream": True})

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.load.sse import stream_problem
+from chaos.load.sse import NO_COUNT, ChunkOrder, chunk_count, stream_problem
 from chaos.stack.gateway.streamcheck import StreamCheck
+from chaos.verify.client_cmd import what_it_did
 from chaos.verify.streams import Attempts, ClientAnswer, attempts_for, client_verdict, gateway_verdict
 
 TRUTH = " a b c d"
@@ -110,3 +111,88 @@ def test_gateway_stream_check(events, failure):
         check.feed(raw[i:i + 7])
     got = check.failure()
     assert (got is None) if failure is None else (failure in got), got
+
+
+def _chunk(text: str, count: int | None) -> dict:
+    c: dict = {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+    if count is not None:
+        c["usage"] = {"prompt_tokens": 5, "completion_tokens": count, "total_tokens": 5 + count}
+    return c
+
+
+def test_chunk_order_reads_the_stated_count_not_the_number_of_events():
+    # merged deltas: 3 events for 6 tokens, and the 2nd repeated verbatim. Counting events (4 <= 6)
+    # cannot see it; the count that does not advance can
+    order = ChunkOrder()
+    seen = [order.see(chunk_count(c), c["choices"][0]["delta"]["content"])
+            for c in (_chunk(" a b", 2), _chunk(" c d", 4), _chunk(" c d", 4), _chunk(" e f", 6))]
+    assert seen == [True, True, False, True] and order.duplicates == 1 and order.problem is None
+    assert order.proof() == "proven"
+    assert stream_problem(done=True, finish_reason="length", events=4, usage_out=6) is None  # the old check misses it
+    back = ChunkOrder()
+    assert [back.see(n, t) for n, t in ((2, " a b"), (4, " c d"), (3, " x"))] == [True, True, False]
+    assert "reordered" in back.problem
+    clash = ChunkOrder()
+    clash.see(2, " a b")
+    assert not clash.see(2, " a c") and "both state 2" in clash.problem
+    got = stream_problem(done=True, finish_reason="length", events=2, usage_out=6, order=clash.problem)
+    assert got is not None and got[0] == "stream_corrupt"
+    blind = ChunkOrder()
+    assert blind.see(None, " a") and blind.see(None, " a") and blind.proof() == NO_COUNT
+
+
+def test_gateway_stream_check_reads_the_stated_count():
+    a = '{"choices":[{"index":0,"delta":{"content":" a b"},"finish_reason":null}],"usage":{"completion_tokens":2}}'
+    b = '{"choices":[{"index":0,"delta":{"content":" c d"},"finish_reason":"length"}],"usage":{"completion_tokens":4}}'
+    end = '{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":4}}'
+    for events, failure in (((a, b, end, "[DONE]"), None), ((a, a, b, end, "[DONE]"), "did not advance")):
+        check = StreamCheck()
+        for raw in _sse(*events):
+            check.feed(raw)
+        got = check.failure()
+        assert (got is None) if failure is None else (failure in (got or "")), got
+
+
+def test_a_dropped_repeat_is_a_whole_answer_when_either_is_allowed():
+    either = dict(truth=TRUTH, truth_finish="length", expect_whole=None)
+    assert client_verdict("c", [_answer(True, TRUTH), _answer(False, " a b")], [], **either).ok
+    shown_dup = client_verdict("c", [_answer(True, " a b b c d")], [], **either)
+    assert not shown_dup.row("reported_right").ok and not shown_dup.row("shown_in_order").ok
+
+
+def test_order_stated_is_not_proven_where_the_server_states_no_count():
+    told = [_answer(True, TRUTH), _answer(True, TRUTH)]
+    told[0].order, told[1].order = "proven", "proven; 1 repeated chunk(s) dropped"
+    v = client_verdict("c", told, [], truth=TRUTH, truth_finish="length", expect_whole=None)
+    assert v.row("order_stated").ok and "1 answer(s)" in v.row("order_stated").detail
+    told[1].order = NO_COUNT
+    v = client_verdict("c", told, [], truth=TRUTH, truth_finish="length", expect_whole=None)
+    assert v.row("order_stated").ok is None and "per-chunk token count" in v.row("order_stated").detail
+    # a client that does not say how it judged order (a command) gets no such row
+    with pytest.raises(KeyError):
+        client_verdict("c", [_answer(True, TRUTH)], [], truth=TRUTH, truth_finish="length", expect_whole=True).row(
+            "order_stated")
+
+
+def test_a_timed_out_client_is_told_from_its_output_and_the_replica_log():
+    late = ClientAnswer("c", False, " a", error="no exit within 3.0 s", window=(100.0, 103.0), timed_out=True)
+    served = {"request_id": "x", "t_arrival": 100.8, "t_finish": 101.2, "outcome": "length", "output_tokens": 12}
+    v = client_verdict("c", [late], [Attempts([served])], truth=TRUTH, truth_finish="length", expect_whole=True)
+    row = v.row("exited_in_time")
+    assert not row.ok and "partial output ' a'" in row.detail and "answered by +1.2 s" in row.detail
+    assert "did not exit for 1.8 s" in row.detail
+    retrying = Attempts([{**served, "t_arrival": 100.5, "t_finish": 100.6}, {**served, "t_arrival": 101.5}])
+    assert "retrying: 2 attempts" in what_it_did("", 100.0, 103.0, retrying.lines)
+    assert "no output; no request of it reached the replicas" in what_it_did("", 100.0, 103.0, [])
+
+
+def test_the_reference_client_command_asks_what_the_streams_suite_asks():
+    import importlib.util
+    from pathlib import Path
+
+    from chaos.verify.streams import MAX_TOKENS, PROMPT
+    path = Path(__file__).resolve().parents[2] / "examples" / "clients" / "reference_client.py"
+    spec = importlib.util.spec_from_file_location("reference_client", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert (mod.PROMPT, mod.MAX_TOKENS) == (PROMPT, MAX_TOKENS)

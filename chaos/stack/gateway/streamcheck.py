@@ -1,7 +1,8 @@
 """What the gateway counts as a failed stream, read from the bytes it relays (no JSON parse per chunk).
 
 A 200 stream failed when it carried an error chunk, ended without `[DONE]`, reached `[DONE]` with
-no finish_reason, or sent more content events than its usage chunk counts (duplicated chunks).
+no finish_reason, sent a content chunk whose cumulative token count (vLLM's continuous_usage_stats)
+did not advance, or more content events than its usage chunk counts (duplicated chunks).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ _TAIL = 128
 class StreamCheck:
     """Fed the relayed chunks in order; `failure()` names what was wrong with the stream, or None."""
 
-    __slots__ = ("_buf", "error_chunk", "oom_text", "done", "finished", "events", "usage_out")
+    __slots__ = ("_buf", "error_chunk", "oom_text", "done", "finished", "events", "usage_out", "last_count", "stale")
 
     def __init__(self) -> None:
         self._buf = b""
@@ -25,6 +26,8 @@ class StreamCheck:
         self.done = self.finished = False
         self.events = 0
         self.usage_out: int | None = None
+        self.last_count: int | None = None
+        self.stale = 0  # content chunks whose stated count did not advance: repeated or reordered
 
     def feed(self, chunk: bytes) -> None:
         buf = self._buf + (chunk.replace(b"\r\n", b"\n") if b"\r" in chunk else chunk)
@@ -45,13 +48,18 @@ class StreamCheck:
             self.error_chunk = True
             self.oom_text += data[:400]
         else:
-            if _CONTENT.search(data):
+            content = _CONTENT.search(data) is not None
+            if content:
                 self.events += 1
             if _FINISHED.search(data):
                 self.finished = True
             m = _USAGE.search(data) if b'"usage"' in data else None
             if m:
-                self.usage_out = int(m.group(1))
+                self.usage_out = n = int(m.group(1))
+                if content:
+                    if self.last_count is not None and n <= self.last_count:
+                        self.stale += 1
+                    self.last_count = max(n, self.last_count or 0)
 
     def failure(self) -> str | None:
         if self.error_chunk:
@@ -60,6 +68,8 @@ class StreamCheck:
             return "ended without [DONE]"
         if not self.finished:
             return "[DONE] without a finish_reason"
+        if self.stale:
+            return f"{self.stale} content chunk(s) whose token count did not advance (duplicated or reordered)"
         if self.usage_out is not None and self.events > self.usage_out:
             return f"{self.events} content events for {self.usage_out} tokens (duplicated chunks)"
         return None

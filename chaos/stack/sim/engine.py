@@ -54,7 +54,8 @@ class Stream:
                  future: asyncio.Future[str]) -> None:
         self.parsed = parsed
         self.rid, self.created = rid, created
-        self.fmt = P.ChunkFormat(parsed.chat, rid, created, parsed.model) if parsed.stream else None
+        self.fmt = P.ChunkFormat(parsed.chat, rid, created, parsed.model,
+                                 len(parsed.tokens) if parsed.continuous_usage else None) if parsed.stream else None
         self.transport = transport
         self.future = future
         self.parts: list[str] = []
@@ -241,7 +242,7 @@ class Engine:
                 self._finish(s, "abort", wall, write=False)
                 continue
             if fin is None:
-                data = s.fmt.token(enc[tok])
+                data = s.fmt.token(enc[tok], count=req.num_output)
                 if not s.role_sent and s.fmt.chat:
                     s.role_sent = True
                     data = s.fmt.role + data
@@ -299,7 +300,7 @@ class Engine:
             fin = _STOP if reason == "stop" else _LENGTH
             parts = [s.fmt.role] if s.fmt.chat and not s.role_sent else []
             s.role_sent = True
-            parts.append(s.fmt.token(last or b'""', fin))
+            parts.append(s.fmt.token(last or b'""', fin, req.num_output if req is not None else 0))
             if s.parsed.include_usage and req is not None:
                 parts.append(s.fmt.usage(req.num_prompt, req.num_output))
             parts.append(P.DONE)

@@ -66,6 +66,7 @@ class Parsed:
     stream: bool
     include_usage: bool
     ignore_eos: bool
+    continuous_usage: bool = False  # stream_options.continuous_usage_stats: the running count on every chunk
 
 
 def _bad(msg: str, param: str | None = None) -> ApiError:
@@ -166,13 +167,14 @@ def parse_request(body: Any, chat: bool, model_names: tuple[str, ...], max_model
                    f"fewer output tokens. (parameter=max_tokens, value={max_tokens})", "max_tokens")
     stream = _bool(body, "stream")
     opts = body.get("stream_options")
-    include_usage = False
+    include_usage = continuous = False
     if opts is not None:
         if not isinstance(opts, dict):
             raise _bad("stream_options must be an object.", "stream_options")
         if not stream:
             raise _bad("Stream options can only be defined when `stream=True`.", "stream_options")
         include_usage = _bool(opts, "include_usage")
+        continuous = include_usage and _bool(opts, "continuous_usage_stats")  # vLLM: only with include_usage
     ignore_eos = _bool(body, "ignore_eos")
     tokens = tokenize(text)
     if not tokens:
@@ -183,7 +185,7 @@ def parse_request(body: Any, chat: bool, model_names: tuple[str, ...], max_model
                        "without any output tokens. Please reduce the length of the input prompt. "
                        f"(parameter=input_tokens, value={len(tokens)})", "input_tokens")
     return Parsed(chat, model or model_names[0], text, tokens, max_tokens, stream, include_usage,
-                  ignore_eos)
+                  ignore_eos, continuous)
 
 
 def usage(prompt: int, completion: int) -> dict[str, Any]:
@@ -214,10 +216,11 @@ def full_response(chat: bool, rid: str, created: int, model: str, text: str, fin
 class ChunkFormat:
     """Pre-encoded SSE event bytes for one streaming request."""
 
-    __slots__ = ("head", "mid", "role", "usage_head", "chat")
+    __slots__ = ("head", "mid", "role", "usage_head", "chat", "prompt")
 
-    def __init__(self, chat: bool, rid: str, created: int, model: str) -> None:
+    def __init__(self, chat: bool, rid: str, created: int, model: str, prompt: int | None = None) -> None:
         self.chat = chat
+        self.prompt = prompt  # set: continuous usage stats, each chunk states the running count as vLLM does
         obj = "chat.completion.chunk" if chat else "text_completion"
         base = (f'data: {{"id":"{rid}","object":"{obj}","created":{created},'
                 f'"model":{json.dumps(model)},"choices":').encode()
@@ -226,14 +229,23 @@ class ChunkFormat:
             self.head = base + b'[{"index":0,"delta":{"content":'
             self.mid = b'},"logprobs":null,"finish_reason":'
             self.role = (base + b'[{"index":0,"delta":{"role":"assistant","content":""},'
-                         b'"logprobs":null,"finish_reason":null}]}\n\n')
+                         b'"logprobs":null,"finish_reason":null}]' + self._usage_tail(0) + b'}\n\n')
         else:
             self.head = base + b'[{"index":0,"text":'
             self.mid = b',"logprobs":null,"finish_reason":'
             self.role = b""
 
-    def token(self, enc_tok: bytes, finish: bytes = b"null") -> bytes:
-        return b"".join((self.head, enc_tok, self.mid, finish, b',"stop_reason":null}]}\n\n'))
+    def _usage_tail(self, completion: int) -> bytes:
+        if self.prompt is None:
+            return b""
+        return b',"usage":' + json.dumps(usage(self.prompt, completion), separators=(",", ":")).encode()
+
+    def token(self, enc_tok: bytes, finish: bytes = b"null", count: int = 0) -> bytes:
+        """One content chunk; `count` (the output tokens so far) is stated only under continuous usage."""
+        if self.prompt is None:
+            return b"".join((self.head, enc_tok, self.mid, finish, b',"stop_reason":null}]}\n\n'))
+        return b"".join((self.head, enc_tok, self.mid, finish, b',"stop_reason":null}]', self._usage_tail(count),
+                         b'}\n\n'))
 
     def usage(self, prompt: int, completion: int) -> bytes:
         return self.usage_head + json.dumps(usage(prompt, completion), separators=(",", ":")).encode() + b"}\n\n"
