@@ -28,9 +28,9 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from chaos import lab_hostfs as hostfs
 from chaos.errors import StackError
@@ -219,7 +219,7 @@ class Lab:
         pid = self._pid(name)
         return pid is not None and _proc.alive(pid)
 
-    def up(self) -> "Lab":
+    def up(self) -> Lab:
         why = missing()
         if why:
             raise StackError(why)

@@ -5,11 +5,13 @@ Settings resolve marker -> CLI -> environment variable -> ini, like pytest-timeo
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from chaos.env import Environment, load as load_env
+from chaos.env import Environment
+from chaos.env import load as load_env
 from chaos.errors import ChaosError
 
 ENV_KEY = pytest.StashKey[Environment]()

@@ -123,9 +123,9 @@ def main() -> None:
             pass
 
     import torch
-    from transformers.utils import logging as hf_logging
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
 

@@ -1,7 +1,8 @@
 """Shared helpers for the suites: scenario verdict staging and the standard evidence attachments."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from chaos.observe.gateway import env_admin_call
 from chaos.report import allure as rep

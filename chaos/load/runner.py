@@ -147,7 +147,7 @@ class LoadHandle:
         """The worker processes by name ("worker-0": pid), for a test that kills one."""
         return {n: p.pid for n, p in zip(self.names, self.procs) if n.startswith("worker-")}
 
-    def start(self) -> "LoadHandle":
+    def start(self) -> LoadHandle:
         self.cfg.save(self.out_dir / "load-config.json")
         common = ["--headless", "--host", self.base_url, "--only-summary", "--exit-code-on-error", "0",
                   "--stop-timeout", str(max(1, int(min(self.cfg.timeout_s, 5.0))))]
@@ -282,7 +282,7 @@ class LoadHandle:
                 p.kill()
                 p.wait(5)
 
-    def __enter__(self) -> "LoadHandle":
+    def __enter__(self) -> LoadHandle:
         return self
 
     def __exit__(self, *exc: object) -> None:

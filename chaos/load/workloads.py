@@ -15,9 +15,10 @@ import json
 import random
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from chaos.errors import ConfigError
 

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from chaos.load.records import RequestRecord
 from chaos.observe.timeline import Event, Sample, Timeline
@@ -72,7 +73,7 @@ def as_markers(items: Iterable[Any]) -> list[Marker]:
             out.append(Marker(float(it[0]), str(it[1])))
         else:
             label = getattr(it, "label", None) or getattr(it, "name", None) or "crossing"
-            out.append(Marker(float(getattr(it, "t")), str(label)))
+            out.append(Marker(float(it.t), str(label)))
     return sorted(out, key=lambda m: m.t)
 
 

@@ -5,8 +5,9 @@ import csv
 import html
 import io
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from chaos.load.records import RequestRecord
 from chaos.report.series import percentile

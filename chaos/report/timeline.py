@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import matplotlib
 

@@ -15,17 +15,16 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable
 
 from chaos.env import Environment
 from chaos.errors import StackError
 from chaos.faults.proxy_admin import token_ref
 from chaos.stack.faultproxy import FaultProxyServer
 from chaos.stack.toxiproxy import ToxiproxyServer
-from chaos.targets import Target, make_target
-from chaos.targets import _proc
+from chaos.targets import Target, _proc, make_target
 from chaos.targets.process import ProcessTarget
 
 
@@ -74,7 +73,7 @@ class EmbeddedStack:
         self.warm_rate: float | None = None  # completions/s the warm-up got through the client endpoint
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def up(self, timeout: float | None = None) -> "EmbeddedStack":
+    def up(self, timeout: float | None = None) -> EmbeddedStack:
         """Start everything and wait until a real completion succeeds through the client proxy.
 
         Default wait: the environment's cold-start SLA (a real vLLM replica takes a minute here)."""
@@ -213,7 +212,7 @@ class EmbeddedStack:
         if errors:
             self.log("teardown problems: " + "; ".join(errors))
 
-    def __enter__(self) -> "EmbeddedStack":
+    def __enter__(self) -> EmbeddedStack:
         return self.up()
 
     def __exit__(self, *exc: object) -> None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from chaos.env.model import RetryPolicy
 from chaos.verify.recorder import Arrival

@@ -12,8 +12,9 @@ share of sends, in bins, falling to <= drained_share x its baseline ("drained") 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from chaos.env.model import BreakerPolicy
 from chaos.errors import SLOViolation

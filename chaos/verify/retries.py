@@ -3,7 +3,7 @@ attempts of one logical request, and how much extra traffic its retries made (am
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 from chaos.env.model import RetryPolicy
 from chaos.load.records import RequestRecord

@@ -14,8 +14,9 @@ whole and equal to the truth, which passes as well as reporting the error does.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from chaos.verify.client_cmd import STREAM_ENV, ClientLimit, run_command, what_it_did
 from chaos.verify.verdict import Verdict

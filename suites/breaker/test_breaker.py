@@ -23,14 +23,14 @@ from chaos import faults, plan
 from chaos.faults import http
 from chaos.observe.gateway import GatewayStateObserver
 from chaos.report import allure as rep
-from chaos.report.timeline import plot_breaker
-from chaos.verify.accounting import accounting_verdict
 from chaos.report.summary import add_breaker
+from chaos.report.timeline import plot_breaker
+from chaos.verify import gateway_state
+from chaos.verify.accounting import accounting_verdict
 from chaos.verify.anomaly import anomaly_verdict, observed_anomaly
 from chaos.verify.breaker import analyze, degrade_recovery_s
 from chaos.verify.breaker_sizes import NAMES, sizes, why_not, window_target
 from chaos.verify.breaker_table import spec_vs_observed, write_table
-from chaos.verify import gateway_state
 from suites.conftest import fault_proof, gateway_admin, requires
 
 LEAK_BYTES = 3 * 1024 * 1024  # per request: a trend the leak rule must see within its window

@@ -9,7 +9,6 @@ import urllib.request
 import pytest
 
 from chaos import plan
-
 from chaos.report import allure as rep
 from chaos.verify.accounting import accounting_verdict
 from chaos.verify.verdict import Verdict

@@ -17,9 +17,9 @@ import pytest
 from chaos import budgets, faults, plan
 from chaos.pytest_plugin import hurt_params
 from chaos.report import allure as rep
-from chaos.stack.standby import standby_replica
 from chaos.report.summary import add_recovery
 from chaos.report.tables import latency_table
+from chaos.stack.standby import standby_replica
 from chaos.targets import admin_token
 from chaos.verify.accounting import accounting_verdict, fault_allowance
 from chaos.verify.recovery import recovery_verdict, served_by, steady_seen

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from chaos import plan
-from chaos.explore.wiring import explorer_for
 from chaos.explore.schedule import load_schedule
+from chaos.explore.wiring import explorer_for
 from chaos.report import allure as rep
 from suites.conftest import requires
 

@@ -6,7 +6,7 @@ import socketserver
 import statistics
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import allure
 import pytest

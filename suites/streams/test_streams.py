@@ -23,8 +23,18 @@ from chaos.faults import http
 from chaos.observe.gateway import gateway_failures
 from chaos.report import allure as rep
 from chaos.resilience.client import ResilientClient
-from chaos.verify.streams import (MAX_TOKENS, PROMPT, ClientAnswer, ClientLimit, attempts_for, client_verdict,
-                                  gateway_verdict, run_client_command, steady_run, steady_verdict)
+from chaos.verify.streams import (
+    MAX_TOKENS,
+    PROMPT,
+    ClientAnswer,
+    ClientLimit,
+    attempts_for,
+    client_verdict,
+    gateway_verdict,
+    run_client_command,
+    steady_run,
+    steady_verdict,
+)
 from suites.clients.test_backoff_compliance import EXAMPLES, _commands
 from suites.conftest import fault_proof, requires
 

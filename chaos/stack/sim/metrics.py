@@ -7,7 +7,7 @@ and the standard `process_*` metrics come from prometheus_client's ProcessCollec
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Callable
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 

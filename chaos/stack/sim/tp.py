@@ -14,7 +14,7 @@ import os
 import struct
 import subprocess
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from chaos.stack.sim.engine import EngineDead
 
@@ -128,7 +128,7 @@ class RankGroup:
             try:
                 await asyncio.wait_for(asyncio.shield(self._waiter), min(warn, remaining))
                 return
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 if loop.time() - start < timeout:
                     log.warning("No available shared memory broadcast block found in %d seconds. "
                                 "This typically happens when some processes are hanging or doing "
