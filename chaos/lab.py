@@ -30,6 +30,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from chaos import lab_hostfs as hostfs
@@ -242,7 +243,7 @@ class Lab:
                                 "--bridge", "none", "--iptables=false", "--ip6tables=false", "--ip-masq=false",
                                 "--cgroup-parent", "chaos-lab-gpu"])
         for h in SSH_HOSTS:
-            self.wait_up(self._sshd_name(h), lambda: self.ssh_ok(h))  # waited for here: h is this host
+            self.wait_up(self._sshd_name(h), partial(self.ssh_ok, h))
         self.wait_up("dockerd", lambda: self.gpu_docker("version").returncode == 0)
         return self
 

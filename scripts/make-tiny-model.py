@@ -102,7 +102,7 @@ def main() -> None:
     files = corpus_files()
     texts = [p.read_text(encoding="utf-8", errors="replace") for p in files]
     digest = hashlib.sha256()
-    for p, t in zip(files, texts):
+    for p, t in zip(files, texts, strict=True):
         digest.update(str(p.relative_to(ROOT)).encode() + b"\0" + t.encode() + b"\0")
     inputs = {
         "recipe": RECIPE,

@@ -17,6 +17,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from chaos.env import Environment
@@ -195,7 +196,7 @@ class EmbeddedStack:
             errors += _attempt(lambda: self.gateway.remove() if self.gateway else None, "gateway")
             self.gateway = None
         for name, t in reversed(list(self.targets.items())):
-            errors += _attempt(lambda: (t.resume() if t.paused() else None), name)  # called at once: t is this one
+            errors += _attempt(partial(_resume_if_paused, t), name)
             errors += _attempt(t.remove, name)
         self.targets.clear()
         for name, fp in reversed(list(self.fault_proxies.items())):
@@ -254,6 +255,11 @@ class EmbeddedStack:
         tmp = self.state_dir / "stack.json.tmp"
         tmp.write_text(json.dumps(status))
         os.replace(tmp, self.state_dir / "stack.json")  # atomic: `env up --detach` polls this file
+
+
+def _resume_if_paused(t: Target) -> None:
+    if t.paused():
+        t.resume()
 
 
 def _attempt(fn: Callable[[], object], what: str) -> list[str]:

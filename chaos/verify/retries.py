@@ -20,7 +20,7 @@ def retry_gaps(records: Sequence[RequestRecord]) -> list[tuple[str, int, float]]
     out = []
     for rid, rs in by.items():
         rs.sort(key=lambda r: r.attempt)
-        for a, b in zip(rs, rs[1:]):
+        for a, b in zip(rs, rs[1:], strict=False):
             out.append((rid, a.attempt, b.t_send - (a.t_send + (a.e2e or 0.0))))
     return out
 

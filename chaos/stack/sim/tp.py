@@ -38,7 +38,7 @@ class RankGroup:
 
     def __init__(self, listen_ports: list[int], connect: list[tuple[str, int]], timeout: float,
                  on_worker_death: Callable[[list[str]], None], listen_host: str = "127.0.0.1") -> None:
-        self.links = [RankLink(i + 1, p, c) for i, (p, c) in enumerate(zip(listen_ports, connect))]
+        self.links = [RankLink(i + 1, p, c) for i, (p, c) in enumerate(zip(listen_ports, connect, strict=True))]
         # the server's own address: a rank link through a Toxiproxy on another host must reach it
         self.listen_host = listen_host
         self.timeout = timeout
