@@ -55,9 +55,9 @@ build/.image-stamp: $(IMAGE_SRC) scripts/build-image.sh scripts/build-base.sh
 lint: venv
 	$(VENV)/bin/ruff check .
 
-# mypy --strict over chaos/ (pyproject's [tool.mypy]); .ci/run runs it after the lint
+# mypy --strict over chaos/ and the suites (pyproject's [tool.mypy]); .ci/run runs it after the lint
 typecheck: venv
-	$(VENV)/bin/mypy --strict chaos
+	$(VENV)/bin/mypy --strict chaos suites
 
 test: setup image
 	$(PYTEST) $(TESTS) $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && { echo "no tests collected"; exit 1; }; exit $$rc

@@ -7,7 +7,7 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -255,7 +255,7 @@ class AllOf(Fault):
 
     kind = "all"
 
-    def __init__(self, faults: list[Fault], **kw: Any) -> None:
+    def __init__(self, faults: Sequence[Fault], **kw: Any) -> None:
         super().__init__(**kw)
         self.faults: list[Fault] = []
         for f in faults:
