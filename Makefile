@@ -51,7 +51,8 @@ build/.image-stamp: $(IMAGE_SRC) scripts/build-image.sh scripts/build-base.sh
 	scripts/build-image.sh
 	@mkdir -p build && touch $@
 
-# pyflakes and pycodestyle over everything (pyproject's [tool.ruff]); .ci/run runs it before the tests
+# over everything (pyproject's [tool.ruff]): pyflakes, pycodestyle, import order, bugbear, pyupgrade and
+# the layout check (indentation, whitespace, blank lines: the formatter check); .ci/run runs it before the tests
 lint: venv
 	$(VENV)/bin/ruff check .
 

@@ -300,7 +300,6 @@ class Lab:
         return done
 
 
-
 def reap_hosts() -> list[int]:
     """Stop every process whose network or filesystem is one of the lab hosts'; the pids stopped."""
     inodes = set()

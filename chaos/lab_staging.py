@@ -185,5 +185,3 @@ def _lab_ssh(lab: Lab) -> Iterator[None]:
             os.environ.pop("CHAOS_SSH_CONFIG", None)
         else:
             os.environ["CHAOS_SSH_CONFIG"] = before
-
-

@@ -72,6 +72,7 @@ def _table(title: str, doc: dict[str, Any]) -> Any:
     for col in ("class", "requests", "error rate", "goodput", "ttft p50/p99", "tpot p99", "itl p99", "e2e p50/p99",
                 "tokens/s"):
         t.add_column(col, justify="right")
+
     def ms(v: float | None) -> str:
         return "miss" if v is None else f"{v * 1000:.1f}"
 

@@ -13,6 +13,7 @@ from chaos.faults.build import HTTP, NETWORK, TARGET, build_fault
 
 fault_app = typer.Typer(help="Inject faults by hand and inspect the fault ledger.", no_args_is_help=True)
 
+
 def _params(items: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:

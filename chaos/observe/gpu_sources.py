@@ -235,5 +235,3 @@ class ReplaySource:
 
 class GpuUnavailable(TargetError):
     """No NVML/GPU here; GpuObserver turns it into 'no GPU' (an idle observer and one event)."""
-
-

@@ -188,4 +188,3 @@ def tail(source: str | Path | Iterable[str], lines: int = 200) -> str:
 def attach_log_tail(source: str | Path | Iterable[str], name: str = "log tail", lines: int = 200) -> None:
     """Attach the last lines of a log (e.g. the hurt replica's), with secrets redacted."""
     attach_text(tail(source, lines), f"{name} (last {lines} lines)")
-

@@ -134,4 +134,3 @@ def fmt(v: Any) -> str:
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(fmt(x) for x in v[:8]) + (", ..." if len(v) > 8 else "") + "]"
     return str(v)
-

@@ -151,8 +151,6 @@ MATRIX += [(k, "poisson") for k in ("gpu-driver-reset", "crash-sigkill")]
 PROVES = {"gpu-driver-reset": "gpu-driver-reset", "nccl-rank-freeze": "nccl-timeout", "nccl-rank-link-cut": "nccl-timeout"}
 
 
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Each (fault, load) of the matrix against every target the fault hurts; the id names the target."""
     if metafunc.function is test_replica_recovers:

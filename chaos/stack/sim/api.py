@@ -26,6 +26,7 @@ _ID_BITS = random.Random(os.urandom(16)).getrandbits
 def _hex_id() -> str:
     return f"{_ID_BITS(128):032x}"
 
+
 if TYPE_CHECKING:
     from chaos.stack.sim.server import SimServer
 
