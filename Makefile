@@ -52,9 +52,11 @@ build/.image-stamp: $(IMAGE_SRC) scripts/build-image.sh scripts/build-base.sh
 	@mkdir -p build && touch $@
 
 # over everything (pyproject's [tool.ruff]): pyflakes, pycodestyle, import order, bugbear, pyupgrade and
-# the layout check (indentation, whitespace, blank lines: the formatter check); .ci/run runs it before the tests
+# the layout check (indentation, whitespace, blank lines: the formatter check); then docs/api.md against
+# the front door's docstrings (scripts/gen_api_docs.py rewrites it). .ci/run runs it before the tests
 lint: venv
 	$(VENV)/bin/ruff check .
+	$(PY) scripts/gen_api_docs.py --check
 
 # mypy --strict over chaos/ and the suites (pyproject's [tool.mypy]); .ci/run runs it after the lint
 typecheck: venv
