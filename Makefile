@@ -51,13 +51,16 @@ build/.image-stamp: $(IMAGE_SRC) scripts/build-image.sh scripts/build-base.sh
 	scripts/build-image.sh
 	@mkdir -p build && touch $@
 
-# pyflakes and pycodestyle over everything (pyproject's [tool.ruff]); .ci/run runs it before the tests
+# over everything (pyproject's [tool.ruff]): pyflakes, pycodestyle, import order, bugbear, pyupgrade and
+# the layout check (indentation, whitespace, blank lines: the formatter check); then docs/api.md against
+# the front door's docstrings (scripts/gen_api_docs.py rewrites it). .ci/run runs it before the tests
 lint: venv
 	$(VENV)/bin/ruff check .
+	$(PY) scripts/gen_api_docs.py --check
 
-# mypy --strict over chaos/ (pyproject's [tool.mypy]); .ci/run runs it after the lint
+# mypy --strict over chaos/ and the suites (pyproject's [tool.mypy]); .ci/run runs it after the lint
 typecheck: venv
-	$(VENV)/bin/mypy --strict chaos
+	$(VENV)/bin/mypy --strict chaos suites
 
 test: setup image
 	$(PYTEST) $(TESTS) $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && { echo "no tests collected"; exit 1; }; exit $$rc

@@ -70,7 +70,7 @@ def _start(**_kw):
 def _stop(**_kw):
     with open(os.environ["PLAIN_META"], "w") as f:
         json.dump({"cpu_s": time.process_time() - _T[0], "wall_s": time.perf_counter() - _T[1]}, f)
-''' % PROMPT_JSON
+''' % PROMPT_JSON  # noqa: UP031 (generated Python: % keeps its braces literal)
 
 
 def _port() -> int:
@@ -168,7 +168,7 @@ async def main():
         await asyncio.gather(*[user(s, t0 + duration, n) for _ in range(users)])
         print(n[0], time.monotonic() - t0, time.process_time() - c0)
 asyncio.run(main())
-''' % PROMPT_JSON
+''' % PROMPT_JSON  # noqa: UP031 (generated Python: % keeps its braces literal)
 
 
 def plain_aiohttp(url: str, users: int, duration: float) -> tuple[float, float]:

@@ -198,7 +198,7 @@ async def _closed_loop(port: int, prompt_len: int, total: int, scale: float) -> 
     import aiohttp
 
     lengths, rng = calibration_lengths(), random.Random(7)
-    words = ["w%d" % rng.randrange(10**6) for _ in range(prompt_len * 2)]
+    words = [f"w{rng.randrange(10**6)}" for _ in range(prompt_len * 2)]
     e2e: list[float] = []
     tokens, issued = 0, 0
     first_done: list[float] = []

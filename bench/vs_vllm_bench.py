@@ -126,7 +126,7 @@ def run_vllm_bench(url: str, prompts: Path, n: int, out: Path, *, rate: float | 
     itls = [d["itls"][i] for i in ok]
     outs = [d["output_lens"][i] for i in ok]
     vals = {"ttft": [d["ttfts"][i] for i in ok], "itl": [g for gs in itls for g in gs],
-            "tpot": [(d["latencies"][i] - d["ttfts"][i]) / (o - 1) for i, o in zip(ok, outs) if o > 1],
+            "tpot": [(d["latencies"][i] - d["ttfts"][i]) / (o - 1) for i, o in zip(ok, outs, strict=True) if o > 1],
             "e2e": [d["latencies"][i] for i in ok]}
     if len(ok) != n:
         print(f"  vllm bench: {len(ok)} of {n} requests succeeded", file=sys.stderr)
@@ -186,7 +186,7 @@ def main() -> int:
                 within = False
             print(f"{m:<6} {'P' + str(q):>4} {a * 1000:>10.2f} {b * 1000:>14.2f} {d:>+9.2f} {rel[f'{m}_p{q}']:>8.3f}"
                   f"   {len(ours[m])} / {len(theirs[m])}")
-        for i, (o, t) in enumerate(zip(ours_runs, vllm_runs)):
+        for i, (o, t) in enumerate(zip(ours_runs, vllm_runs, strict=True)):
             if m == "ttft":
                 print(f"{'':<6} {'':>4} round {i + 1}: P50 {percentile(o[m], 50) * 1000:.2f} / "
                       f"{percentile(t[m], 50) * 1000:.2f}, P99 {percentile(o[m], 99) * 1000:.2f} / "

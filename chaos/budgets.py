@@ -14,7 +14,7 @@ counts only against the sum.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from chaos.env import Environment
 from chaos.env.model import Target

@@ -36,7 +36,7 @@ def _register_all() -> None:
             register(app)
 
 
-def fail(message: str, code: int = 2) -> "typer.Exit":
+def fail(message: str, code: int = 2) -> typer.Exit:
     """Print one error line to stderr and return the Exit to raise."""
     typer.echo(f"chaos: error: {message}", err=True)
     return typer.Exit(code)

@@ -9,7 +9,8 @@ and the suite's test ids come from here, so they name the same targets.
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence, get_args
+from collections.abc import Callable, Sequence
+from typing import get_args
 
 from chaos.env import Environment
 from chaos.env.model import RecoveryFault, Target

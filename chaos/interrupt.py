@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import signal
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 

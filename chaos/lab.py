@@ -28,9 +28,10 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Callable
 
 from chaos import lab_hostfs as hostfs
 from chaos.errors import StackError
@@ -219,7 +220,7 @@ class Lab:
         pid = self._pid(name)
         return pid is not None and _proc.alive(pid)
 
-    def up(self) -> "Lab":
+    def up(self) -> Lab:
         why = missing()
         if why:
             raise StackError(why)
@@ -242,7 +243,7 @@ class Lab:
                                 "--bridge", "none", "--iptables=false", "--ip6tables=false", "--ip-masq=false",
                                 "--cgroup-parent", "chaos-lab-gpu"])
         for h in SSH_HOSTS:
-            self.wait_up(self._sshd_name(h), lambda: self.ssh_ok(h))  # waited for here: h is this host
+            self.wait_up(self._sshd_name(h), partial(self.ssh_ok, h))
         self.wait_up("dockerd", lambda: self.gpu_docker("version").returncode == 0)
         return self
 
@@ -297,7 +298,6 @@ class Lab:
         if netns_dir.is_dir() and not any(netns_dir.iterdir()):
             _run("umount", str(netns_dir), check=False)
         return done
-
 
 
 def reap_hosts() -> list[int]:

@@ -20,9 +20,9 @@ import os
 import sys
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 from chaos import lab_hostfs as hostfs
 from chaos.env import Environment
@@ -71,7 +71,8 @@ def deploy(lab: Lab, env: Environment, log: Callable[[str], object] = lambda s: 
     from chaos.faults.tokens import token_file
     from chaos.stack.faultproxy import find_binary as faultproxy_binary
     from chaos.stack.launcher import wait_completion
-    from chaos.stack.toxiproxy import ToxiproxyServer, find_binary as toxiproxy_binary, split_api
+    from chaos.stack.toxiproxy import ToxiproxyServer, split_api
+    from chaos.stack.toxiproxy import find_binary as toxiproxy_binary
 
     check(env)
     timeout = timeout or env.slas.cold_start_s
@@ -184,5 +185,3 @@ def _lab_ssh(lab: Lab) -> Iterator[None]:
             os.environ.pop("CHAOS_SSH_CONFIG", None)
         else:
             os.environ["CHAOS_SSH_CONFIG"] = before
-
-

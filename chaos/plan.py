@@ -8,8 +8,8 @@ rows say "decided at run time" and why.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 from urllib.parse import urlparse
 
 from chaos.env import Environment

@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from chaos.env import Environment, FaultProxyConfig, Target
 from chaos.errors import ChaosError

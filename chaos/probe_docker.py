@@ -3,7 +3,8 @@ exists there with the restart policy the file claims (the harness restarts, kill
 existing container, so a wrong name or policy breaks the run, or its verdict, later)."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from chaos.env import Environment, Target
 from chaos.probe import Probe

@@ -7,14 +7,13 @@ and resolves CLI -> $CHAOS_REQUIRE_PROVEN -> ini chaos_require_proven like its o
 """
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from chaos.errors import ChaosError
 from chaos.report import checklist as cl
 from chaos.verify.verdict import Verdict, on_judged
-
 
 STATE_KEY = pytest.StashKey["Checklist"]()
 

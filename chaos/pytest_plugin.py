@@ -5,11 +5,13 @@ Settings resolve marker -> CLI -> environment variable -> ini, like pytest-timeo
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 
-from chaos.env import Environment, load as load_env
+from chaos.env import Environment
+from chaos.env import load as load_env
 from chaos.errors import ChaosError
 
 ENV_KEY = pytest.StashKey[Environment]()
@@ -85,7 +87,7 @@ def read_containers(config: pytest.Config) -> None:
     read_all(env.targets)
 
 
-def hurt_params(config: pytest.Config, rows: list[tuple[str | None, str]],
+def hurt_params(config: pytest.Config, rows: Sequence[tuple[str | None, str]],
                 marks: dict[str, list[pytest.MarkDecorator]] | None = None) -> list[Any]:
     """pytest params (fault, load, target) for each (fault, load) row and each target its fault hurts
     (chaos/hurt.py), the target in the id; a row no target fits is one param that skips saying why."""

@@ -16,8 +16,9 @@ overrun fails it with BudgetExceeded naming the phase, and its fault is reverted
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from chaos.env import Environment
 from chaos.errors import FaultError, FaultNotEffective, SLOViolation
@@ -304,7 +305,7 @@ class Scenario:
             except FaultError:
                 self.method.fault.revert(check=False)
 
-    def __enter__(self) -> "Scenario":
+    def __enter__(self) -> Scenario:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -102,7 +102,7 @@ def main() -> None:
     files = corpus_files()
     texts = [p.read_text(encoding="utf-8", errors="replace") for p in files]
     digest = hashlib.sha256()
-    for p, t in zip(files, texts):
+    for p, t in zip(files, texts, strict=True):
         digest.update(str(p.relative_to(ROOT)).encode() + b"\0" + t.encode() + b"\0")
     inputs = {
         "recipe": RECIPE,
@@ -123,9 +123,9 @@ def main() -> None:
             pass
 
     import torch
-    from transformers.utils import logging as hf_logging
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
 

@@ -101,7 +101,7 @@ def main() -> int:
                 for raw in raws:
                     c = counts(raw)
                     print(f"round {rnd} ({n} at once): counts {c}", flush=True)
-                    if any(s > 1 for s in (b - a for a, b in zip([0, *c], c))):
+                    if any(s > 1 for s in (b - a for a, b in zip([0, *c], c, strict=False))):
                         return save(Path(args.out), raw, c, rnd, n, args.cpu_hogs, cmd)
                 n = min(64, n * 2)
         finally:

@@ -1,15 +1,20 @@
 """Shared helpers for the suites: scenario verdict staging and the standard evidence attachments."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from chaos.observe.gateway import env_admin_call
 from chaos.report import allure as rep
 from chaos.report.tables import verdict_table
 from chaos.verify.verdict import Verdict
 
+if TYPE_CHECKING:
+    from chaos.env import Environment
+    from fixtures.stack import StackHandle
 
-def requires(env, *needs) -> None:
+
+def requires(env: Environment, *needs: Callable[[Environment], str | None]) -> None:
     """Skip with the first unmet requirement's reason: the same questions `chaos env check` asks
     (chaos.plan), so its table and the run agree."""
     import pytest
@@ -72,6 +77,6 @@ def fault_proof(fault: Any, *, together: bool = False) -> Verdict:
     return v
 
 
-def gateway_admin(stack, method: str, path: str, body: dict | None = None) -> dict:
+def gateway_admin(stack: StackHandle, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
     """Call the gateway's admin API (Bearer token from the environment); returns its JSON."""
     return env_admin_call(stack.env, method, path, body or {})

@@ -5,9 +5,10 @@ import os
 import shutil
 import socket
 import subprocess
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from chaos.pytest_plugin import require_component
 
@@ -27,7 +28,7 @@ def toxiproxy_binary() -> str | None:
     return str(local) if local.is_file() and os.access(local, os.X_OK) else None
 
 
-def stop_process(proc: "subprocess.Popen[bytes]", grace_s: float = 10.0) -> None:
+def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
     """SIGTERM, then SIGKILL after `grace_s`: a test's server never outlives it."""
     proc.terminate()
     try:
@@ -117,7 +118,7 @@ def hand_started_sim(log_dir: Path, *flags: str) -> Iterator[str]:
         proc.wait(10)
 
 
-def replayed(trace: Path, interval_s: float = 0.01) -> "Timeline":
+def replayed(trace: Path, interval_s: float = 0.01) -> Timeline:
     """A recorded GPU trace played through the GPU observer into a new timeline (bounded: 20 s)."""
     import time
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from chaos.pytest_plugin import require_component
 from chaos.stack.launcher import completion_ok

@@ -3,12 +3,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from chaos.commands import OPTIONAL_ENV_OPTION
-
 from chaos.errors import ConfigError
 
 
@@ -16,11 +14,11 @@ def backoff_check(
     client_cmd: str = typer.Option(..., "--client-cmd", help="command template; {base_url} is replaced by the recorder URL"),
     failure: str = typer.Option("503", "--failure", help="503|500|429|reset|timeout|stream-cut"),
     fail_first: int = typer.Option(3, "--fail-first", help="fail the first K attempts of each logical request"),
-    retry_after: Optional[float] = typer.Option(None, "--retry-after", help="Retry-After seconds sent with 429"),
+    retry_after: float | None = typer.Option(None, "--retry-after", help="Retry-After seconds sent with 429"),
     clients: int = typer.Option(4, "--clients", help="copies run at once in the retry phase (jitter rule)"),
-    env: Optional[str] = OPTIONAL_ENV_OPTION,
-    time_limit: Optional[float] = typer.Option(None, "--time-limit", help="stop a client after this many seconds"),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the rows and evidence here"),
+    env: str | None = OPTIONAL_ENV_OPTION,
+    time_limit: float | None = typer.Option(None, "--time-limit", help="stop a client after this many seconds"),
+    json_out: Path | None = typer.Option(None, "--json", help="also write the rows and evidence here"),
 ) -> None:
     """Run the client against a recorder on 127.0.0.1 and check each backoff rule (exit 0 ok, 1 fail, 2 usage).
 

@@ -3,14 +3,14 @@ run (or another record) compared with it, naming the prompt classes that regress
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
 import typer
 
 from chaos.commands import ENV_OPTION
-
 from chaos.errors import ConfigError
 
 app = typer.Typer(help="Baseline performance records: record one, show it, diff a run against it.", no_args_is_help=True)
@@ -72,6 +72,7 @@ def _table(title: str, doc: dict[str, Any]) -> Any:
     for col in ("class", "requests", "error rate", "goodput", "ttft p50/p99", "tpot p99", "itl p99", "e2e p50/p99",
                 "tokens/s"):
         t.add_column(col, justify="right")
+
     def ms(v: float | None) -> str:
         return "miss" if v is None else f"{v * 1000:.1f}"
 
@@ -92,8 +93,8 @@ def _pct(v: float | None) -> str:
 
 
 @app.command("record")
-def record(env: str = ENV, workload: str = WORKLOAD, duration: Optional[float] = DURATION,
-           out: Optional[Path] = typer.Option(None, "--out", help="file to write (default: the environment's "
+def record(env: str = ENV, workload: str = WORKLOAD, duration: float | None = DURATION,
+           out: Path | None = typer.Option(None, "--out", help="file to write (default: the environment's "
                                                                   "baseline_file, named for the workload)"),
            rel: float = typer.Option(0.2, "--tolerance-rel", min=0.0, help="allowed growth, e.g. 0.2 = +20 %"),
            abs_ms: float = typer.Option(5.0, "--tolerance-abs-ms", min=0.0, help="allowed growth in ms on top")) -> None:
@@ -131,9 +132,9 @@ def show(path: Path = typer.Argument(..., help="baseline file")) -> None:
 
 @app.command("diff")
 def diff(base: Path = typer.Argument(..., help="the stored baseline"),
-         other: Optional[Path] = typer.Argument(None, help="another baseline file to compare (default: run the "
+         other: Path | None = typer.Argument(None, help="another baseline file to compare (default: run the "
                                                           "workload against --env now)"),
-         env: str = ENV, duration: Optional[float] = DURATION) -> None:
+         env: str = ENV, duration: float | None = DURATION) -> None:
     """Compare a run (or another record) with the baseline: the SLA and baseline verdict per class, and
     the classes that regressed. Exit 1 when any check fails."""
     from rich.console import Console

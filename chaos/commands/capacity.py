@@ -4,19 +4,18 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
 from chaos.commands import ENV_OPTION
-
 from chaos.errors import ConfigError
 
 
 def capacity(
     env: str = ENV_OPTION,
     fault: str = typer.Option(..., "--fault", help="fault kind, as `chaos fault inject` names it (restart, kill, ...)"),
-    target: Optional[str] = typer.Option(None, "--target", help="the target it hurts (default: the first stable one)"),
+    target: str | None = typer.Option(None, "--target", help="the target it hurts (default: the first stable one)"),
     min_rate: float = typer.Option(2.0, "--min-rate", min=0.1, help="first offered rate (requests/s)"),
     max_rate: float = typer.Option(64.0, "--max-rate", min=0.1, help="highest offered rate tried"),
     trials: int = typer.Option(2, "--trials", min=1, max=10, help="trials per rate; a rate holds when all recover"),
@@ -43,8 +42,8 @@ def capacity(
     from chaos.experiment.plan import PlanFault
     from chaos.experiment.stop import StopSwitch, stop_file
     from chaos.faults import base as fault_base
-    from chaos.faults.params import check as check_params
     from chaos.faults.ledger import Ledger
+    from chaos.faults.params import check as check_params
     from chaos.load.runner import start_env_load
 
     check_params(fault, {})  # an unknown --fault is one line, before anything starts

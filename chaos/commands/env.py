@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import typer
 
-from chaos.commands import ENV_OPTION
-
 import chaos
+from chaos.commands import ENV_OPTION
 from chaos.env import available, environments_dir, load
 
 env_app = typer.Typer(help="Inspect environments and run the embedded stack.", no_args_is_help=True)
@@ -54,7 +53,8 @@ def check(env: str = EnvOption,
             typer.echo(f"  {line}")
     failed = False
     if probe:
-        from chaos.probe import format_probes, probe as run_probes
+        from chaos.probe import format_probes
+        from chaos.probe import probe as run_probes
 
         probes = run_probes(e, timeout=timeout)
         failed = any(not p.ok for p in probes)

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import typer
 
 from chaos.commands import ENV_OPTION
-
 from chaos.errors import ConfigError
 
 

@@ -3,16 +3,16 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
 from chaos.commands import ENV_OPTION
-
 from chaos.errors import ConfigError
 from chaos.faults.build import HTTP, NETWORK, TARGET, build_fault
 
 fault_app = typer.Typer(help="Inject faults by hand and inspect the fault ledger.", no_args_is_help=True)
+
 
 def _params(items: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -30,7 +30,7 @@ def _params(items: list[str]) -> dict[str, Any]:
 def register(app: typer.Typer) -> None:
     @app.command("cleanup")
     def cleanup_cmd(env: str = ENV_OPTION,
-                    state_dir: Optional[str] = typer.Option(None, "--state-dir", help="state directory (instead of --env)"),
+                    state_dir: str | None = typer.Option(None, "--state-dir", help="state directory (instead of --env)"),
                     force: bool = typer.Option(False, "--force", help="also undo faults of live harness processes")) -> None:
         """Undo every outstanding fault in the ledger and reap orphaned targets (idempotent)."""
         from chaos.env import load
@@ -44,11 +44,11 @@ def register(app: typer.Typer) -> None:
 
     @fault_app.command("inject")
     def inject(kind: str = typer.Argument(..., help=f"one of: {', '.join(NETWORK + TARGET + HTTP)}"),
-               env: str = ENV_OPTION, target: Optional[str] = typer.Option(None, "--target"),
-               proxy: Optional[str] = typer.Option(None, "--proxy", help="toxiproxy proxy, or fault proxy for HTTP kinds"),
+               env: str = ENV_OPTION, target: str | None = typer.Option(None, "--target"),
+               proxy: str | None = typer.Option(None, "--proxy", help="toxiproxy proxy, or fault proxy for HTTP kinds"),
                param: list[str] = typer.Option([], "--param", help="KEY=VALUE, repeatable (e.g. latency=500)"),
                duration: float = typer.Option(10.0, "--duration", help="seconds to hold the fault"),
-               seed: Optional[int] = typer.Option(None, "--seed"),
+               seed: int | None = typer.Option(None, "--seed"),
                dry_run: bool = typer.Option(False, "--dry-run", help="print the plan; touch nothing"),
                allow_destructive: bool = typer.Option(False, "--allow-destructive")) -> None:
         """Inject one fault, hold it for --duration, then revert (Ctrl-C reverts too)."""

@@ -5,7 +5,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -14,7 +13,7 @@ from chaos.commands import ENV_OPTION
 
 def gameday(
     env: str = ENV_OPTION,
-    plan: Optional[Path] = typer.Option(None, "--plan", help="game-day plan (YAML); without it: the standard suites"),
+    plan: Path | None = typer.Option(None, "--plan", help="game-day plan (YAML); without it: the standard suites"),
     out: Path = typer.Option(Path("reports/gameday"), "--out", help="where the journal, summary and Allure results go "
                                                                     "(a run subdir is made)"),
     allow_destructive: bool = typer.Option(False, "--allow-destructive", help="allow restarts, kills and rank freezes "

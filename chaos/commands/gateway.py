@@ -5,12 +5,11 @@ import json
 import logging
 import urllib.error
 import urllib.request
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from chaos.commands import OPTIONAL_ENV_OPTION
-
 from chaos.env import Environment, load
 from chaos.errors import ConfigError, StackError
 
@@ -92,19 +91,19 @@ def _admin_call(env_name: str | None, url: str | None, token: str | None, method
 @gw_app.callback(invoke_without_command=True)
 def gateway(
     ctx: typer.Context,
-    env: Optional[str] = OPTIONAL_ENV_OPTION,
-    listen: Optional[str] = typer.Option(None, help="HOST:PORT to listen on"),
-    stable: Optional[list[str]] = typer.Option(None, help="[NAME=]URL of a stable replica (repeatable)"),
-    canary: Optional[list[str]] = typer.Option(None, help="[NAME=]URL of a canary replica (repeatable)"),
-    admin_token: Optional[str] = typer.Option(None, envvar="CHAOS_GATEWAY_TOKEN", help="Bearer token for /admin"),
-    canary_weight: Optional[float] = typer.Option(None, min=0.0, max=1.0),
-    window_s: Optional[float] = typer.Option(None, min=0.001),
-    min_calls: Optional[int] = typer.Option(None, min=1),
-    open_wait_s: Optional[float] = typer.Option(None, min=0.0),
-    hmac_key_env: Optional[str] = typer.Option(None, help="name of the env var holding the HMAC key"),
-    normalize: Optional[bool] = typer.Option(None, "--normalize/--no-normalize", help="NFKC prompts"),
-    leak_hour_s: Optional[float] = typer.Option(None, min=0.001, help="real seconds that count as an hour (leak rule)"),
-    scrape_interval_s: Optional[float] = typer.Option(None, min=0.05),
+    env: str | None = OPTIONAL_ENV_OPTION,
+    listen: str | None = typer.Option(None, help="HOST:PORT to listen on"),
+    stable: list[str] | None = typer.Option(None, help="[NAME=]URL of a stable replica (repeatable)"),
+    canary: list[str] | None = typer.Option(None, help="[NAME=]URL of a canary replica (repeatable)"),
+    admin_token: str | None = typer.Option(None, envvar="CHAOS_GATEWAY_TOKEN", help="Bearer token for /admin"),
+    canary_weight: float | None = typer.Option(None, min=0.0, max=1.0),
+    window_s: float | None = typer.Option(None, min=0.001),
+    min_calls: int | None = typer.Option(None, min=1),
+    open_wait_s: float | None = typer.Option(None, min=0.0),
+    hmac_key_env: str | None = typer.Option(None, help="name of the env var holding the HMAC key"),
+    normalize: bool | None = typer.Option(None, "--normalize/--no-normalize", help="NFKC prompts"),
+    leak_hour_s: float | None = typer.Option(None, min=0.001, help="real seconds that count as an hour (leak rule)"),
+    scrape_interval_s: float | None = typer.Option(None, min=0.05),
     log_level: str = typer.Option("INFO"),
 ) -> None:
     """Run the gateway from an environment (--env) or from explicit --stable/--canary URLs."""
@@ -123,10 +122,10 @@ def gateway(
 
 @gw_app.command("reset")
 def reset(
-    env: Optional[str] = OPTIONAL_ENV_OPTION,
-    url: Optional[str] = typer.Option(None, help="gateway base URL (default: from the environment)"),
-    pool: Optional[str] = typer.Option(None, help="stable or canary (default: both)"),
-    token: Optional[str] = typer.Option(None, envvar="CHAOS_GATEWAY_TOKEN"),
+    env: str | None = OPTIONAL_ENV_OPTION,
+    url: str | None = typer.Option(None, help="gateway base URL (default: from the environment)"),
+    pool: str | None = typer.Option(None, help="stable or canary (default: both)"),
+    token: str | None = typer.Option(None, envvar="CHAOS_GATEWAY_TOKEN"),
 ) -> None:
     """Close the breakers (ends a degrade or a forced rollback)."""
     out = _admin_call(env, url, token, "POST", "/admin/reset", {"pool": pool} if pool else {})
@@ -135,9 +134,9 @@ def reset(
 
 @gw_app.command("state")
 def state(
-    env: Optional[str] = OPTIONAL_ENV_OPTION,
-    url: Optional[str] = typer.Option(None),
-    token: Optional[str] = typer.Option(None, envvar="CHAOS_GATEWAY_TOKEN"),
+    env: str | None = OPTIONAL_ENV_OPTION,
+    url: str | None = typer.Option(None),
+    token: str | None = typer.Option(None, envvar="CHAOS_GATEWAY_TOKEN"),
 ) -> None:
     """Print the gateway's state as JSON."""
     typer.echo(json.dumps(_admin_call(env, url, token, "GET", "/admin/state"), indent=2))

@@ -1,8 +1,6 @@
 """`chaos lab up|down`: the lab of real hosts (network namespaces) this machine can be."""
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 lab_app = typer.Typer(help="A lab of real hosts on this machine: a GPU host reached over SSH, a load host.",
@@ -13,7 +11,7 @@ StateOption = typer.Option(".state/lab", "--state-dir", help="where the lab keep
 @lab_app.command("up")
 def up(state_dir: str = StateOption,
        image: list[str] = typer.Option([], "--image", help="copy this image into the GPU host's engine (repeatable)"),
-       env: Optional[str] = typer.Option(None, "--env", help="deploy this staging-like environment onto the hosts "
+       env: str | None = typer.Option(None, "--env", help="deploy this staging-like environment onto the hosts "
                                                              "(environments/lab.yaml: `--env lab`)")) -> None:
     """Create the hosts (sshd and Docker engine on the GPU host); with --env, deploy a staging onto them."""
     from chaos.env import load

@@ -3,30 +3,28 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from chaos.commands import ENV_OPTION
-
 from chaos.errors import ConfigError
 
 
 def load_cmd(
     env: str = ENV_OPTION,
-    users: Optional[int] = typer.Option(None, "--users", min=1, help="concurrent users (default: env load.users)"),
-    rate: Optional[float] = typer.Option(None, "--rate", min=0.001, help="arrival rate per second (shape rate)"),
-    duration: Optional[float] = typer.Option(None, "--duration", min=0.1, help="seconds (default: env load.duration_s)"),
-    shape: Optional[str] = typer.Option(None, "--shape", help="users | rate | ramp | step"),
+    users: int | None = typer.Option(None, "--users", min=1, help="concurrent users (default: env load.users)"),
+    rate: float | None = typer.Option(None, "--rate", min=0.001, help="arrival rate per second (shape rate)"),
+    duration: float | None = typer.Option(None, "--duration", min=0.1, help="seconds (default: env load.duration_s)"),
+    shape: str | None = typer.Option(None, "--shape", help="users | rate | ramp | step"),
     workload: str = typer.Option("mix", "--workload", help="mix | burst | shared_prefix | special"),
     api: str = typer.Option("chat", "--api", help="chat | completions"),
-    workers: Optional[int] = typer.Option(None, "--workers", min=0, help="distributed: number of worker processes "
+    workers: int | None = typer.Option(None, "--workers", min=0, help="distributed: number of worker processes "
                                                                           "(default: env load.workers)"),
-    worker_host: Optional[str] = typer.Option(None, "--worker-host", help="where the workers run: local, a lab "
+    worker_host: str | None = typer.Option(None, "--worker-host", help="where the workers run: local, a lab "
                                                                           "host (lab-load) or ssh://[user@]host[:port] "
                                                                           "(default: env load.worker_host)"),
     out: Path = typer.Option(Path(".state/load"), "--out", help="directory for the record files (a run subdir is made)"),
-    classes: Optional[str] = typer.Option(None, "--classes", help="prompt class sizes, e.g. short=512,long=2048,xl=4096"),
+    classes: str | None = typer.Option(None, "--classes", help="prompt class sizes, e.g. short=512,long=2048,xl=4096"),
     retry: bool = typer.Option(True, "--retry/--no-retry", help="retry with the env's retry policy"),
 ) -> None:
     """Drive the environment's load profile once and print per-class latency and goodput."""

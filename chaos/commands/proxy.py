@@ -4,14 +4,13 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from chaos.errors import ConfigError
 
 
-def _token_file(explicit: Optional[str], listen: str, state_dir: str) -> str | None:
+def _token_file(explicit: str | None, listen: str, state_dir: str) -> str | None:
     """The token file to hand the proxy: the one given, none when $CHAOS_PROXY_TOKEN is set, else a new one."""
     if explicit:
         if not Path(explicit).is_file():
@@ -38,10 +37,10 @@ def register(app: typer.Typer) -> None:
     @app.command("proxy")
     def proxy(listen: str = typer.Option(..., "--listen", help="HOST:PORT to listen on"),
               upstream: str = typer.Option(..., "--upstream", help="the server, http://HOST:PORT"),
-              name: Optional[str] = typer.Option(None, "--name", help="replica name written in the request log"),
-              token_file: Optional[str] = typer.Option(None, "--token-file",
+              name: str | None = typer.Option(None, "--name", help="replica name written in the request log"),
+              token_file: str | None = typer.Option(None, "--token-file",
                                                        help="admin token file (else $CHAOS_PROXY_TOKEN, else a new file)"),
-              request_log: Optional[str] = typer.Option(
+              request_log: str | None = typer.Option(
                   None, "--request-log",
                   help="JSONL request log to append to, served to the harness at GET /_chaos/log "
                        "(default: STATE_DIR/NAME.proxy.jsonl)"),

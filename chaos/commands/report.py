@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -15,7 +14,7 @@ def report(
     no_history: bool = typer.Option(False, "--no-history", help="do not read or extend the history file"),
     name: str = typer.Option("llm-chaos", "--name", help="report title"),
     install: bool = typer.Option(False, "--install", help="npm-install the Allure 3 CLI into .tools/allure if missing"),
-    screenshot: Optional[Path] = typer.Option(None, "--screenshot", help="also save a PNG of the report here"),
+    screenshot: Path | None = typer.Option(None, "--screenshot", help="also save a PNG of the report here"),
     check: bool = typer.Option(False, "--check", help="open the report in headless Chromium and list its tests"),
 ) -> None:
     """Build the HTML report from Allure results (Allure 3 CLI, installed project-locally)."""

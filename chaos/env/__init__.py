@@ -3,19 +3,19 @@ from chaos.env.loader import available, environments_dir, expand_vars, load, par
 from chaos.env.model import (
     BreakerPolicy,
     Endpoints,
+    Environment,
     FaultProxyConfig,
     GatewayConfig,
-    Environment,
     LatencySLA,
     LoadProfile,
     RetryPolicy,
     Safety,
     SimulatorOptions,
-    VllmOptions,
     SLAs,
     Target,
     ToxiproxyConfig,
     ToxiproxyProxy,
+    VllmOptions,
 )
 
 __all__ = [

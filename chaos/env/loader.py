@@ -3,14 +3,15 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from pydantic import ValidationError
 
-from chaos.errors import ConfigError
 from chaos.env import schema_errors
 from chaos.env.model import Environment
+from chaos.errors import ConfigError
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 

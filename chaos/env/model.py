@@ -167,7 +167,7 @@ class Target(_Strict):
         self._read = facts
 
     @model_validator(mode="after")
-    def _kind_fields(self) -> "Target":
+    def _kind_fields(self) -> Target:
         if self.kind == "docker" and not self.image:
             raise ValueError("a docker target needs 'image'")
         if self.kind == "process" and not (self.command or self.simulator or self.vllm):
@@ -273,7 +273,7 @@ class RetryPolicy(_Strict):
     retry_statuses: list[int] = [429, 500, 502, 503, 504]
 
     @model_validator(mode="after")
-    def _cap(self) -> "RetryPolicy":
+    def _cap(self) -> RetryPolicy:
         if self.max_interval_s < self.min_interval_s:
             raise ValueError("max_interval_s must be >= min_interval_s")
         return self
@@ -304,7 +304,7 @@ class BreakerPolicy(_Strict):
     normalize_unicode: bool = True
 
     @model_validator(mode="after")
-    def _tiers(self) -> "BreakerPolicy":
+    def _tiers(self) -> BreakerPolicy:
         if self.rollback_error_rate < self.degrade_error_rate:
             raise ValueError("rollback_error_rate must be >= degrade_error_rate")
         return self
@@ -408,7 +408,7 @@ class Environment(_Strict):
         return self._source or self.name
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Environment":
+    def _consistent(self) -> Environment:
         problems: list[tuple[tuple[str | int, ...], str]] = []  # every one, each where it is in the file
         names = [t.name for t in self.targets]
         proxies = [p.name for p in (self.toxiproxy.proxies if self.toxiproxy else [])]

@@ -11,8 +11,8 @@ returns is the per-test ceiling's to end (chaos/pytest_plugin.py), set above the
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from chaos.errors import ChaosError
 

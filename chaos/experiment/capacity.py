@@ -17,8 +17,9 @@ and the first that failed is bisected `refine` times. The search stops at `budge
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from chaos.experiment.hypothesis import MIN_REQUESTS, Hypothesis, error_rate_below, p99_below
 from chaos.experiment.runner import Experiment, ExperimentRun, Status, recovered
@@ -86,7 +87,7 @@ class Search:
         return sum(len(p.trials) + (p.control is not None) for p in self.points)
 
     def run(self, trial: Callable[[float, bool], ExperimentRun], *, clock: Callable[[], float] = time.monotonic,
-            say: Callable[[str], None] = lambda line: None) -> "Search":
+            say: Callable[[str], None] = lambda line: None) -> Search:
         """`trial(rate, with_fault)` runs one experiment; rates are tried as the docstring says."""
         deadline = clock() + self.budget_s
 

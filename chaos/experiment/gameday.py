@@ -106,7 +106,7 @@ class GameDay:
                 self._start_stack()
                 built = experiments(self.plan, self.env, make_fault=self.make_fault, make_load=self.make_load,
                                     path=self.plan_path, make_release=self.make_release, make_gate=self.make_gate)
-                for spec, exp in zip(self.plan.experiments, built):
+                for spec, exp in zip(self.plan.experiments, built, strict=True):
                     run = exp.run(bus=self.bus, stop=stop)
                     self.runs.append(run)
                     # a release stage that fails its gate was rolled back (its revert) and gates the rest

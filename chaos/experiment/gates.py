@@ -2,7 +2,8 @@
 stage, the pairs the reference gateway mirrored (`GET /admin/mirror`), judged by chaos.verify.release."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from chaos.errors import ChaosError
 from chaos.observe.gateway import GatewayAdminError, env_admin_call

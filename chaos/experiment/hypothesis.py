@@ -11,8 +11,8 @@ traffic is no evidence of health.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
 
 from chaos.load.records import RequestRecord
 
@@ -45,7 +45,7 @@ class Probe:
     def measure(self, records: Sequence[RequestRecord], window: tuple[float, float]) -> Reading:
         raise NotImplementedError
 
-    def __and__(self, other: "Probe | Hypothesis") -> "Hypothesis":
+    def __and__(self, other: Probe | Hypothesis) -> Hypothesis:
         return Hypothesis([self]) & other
 
 
@@ -55,7 +55,7 @@ class Hypothesis:
     def __init__(self, probes: Iterable[Probe]) -> None:
         self.probes = list(probes)
 
-    def __and__(self, other: "Probe | Hypothesis") -> "Hypothesis":
+    def __and__(self, other: Probe | Hypothesis) -> Hypothesis:
         return Hypothesis([*self.probes, *(other.probes if isinstance(other, Hypothesis) else [other])])
 
     def check(self, records: Sequence[RequestRecord], window: tuple[float, float]) -> list[Reading]:

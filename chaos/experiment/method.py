@@ -11,8 +11,9 @@ Either way the timeline, the Allure steps, the journal and the live view hear th
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from chaos.errors import FaultNotEffective
 from chaos.experiment import events as ev

@@ -17,8 +17,9 @@ field is the fault's own parameter (status, fraction, latency, ...), checked by 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -67,7 +68,7 @@ class PlanFault(BaseModel):
         return dict(self.model_extra or {})
 
     @model_validator(mode="after")
-    def _known(self) -> "PlanFault":
+    def _known(self) -> PlanFault:
         as_value_error(self.kind, self.params())
         return self
 
@@ -110,7 +111,7 @@ class PlanExperiment(_Strict):
     load: dict[str, Any] = Field(default_factory=dict, description="overrides of the environment's load profile")
 
     @model_validator(mode="after")
-    def _one_method(self) -> "PlanExperiment":
+    def _one_method(self) -> PlanExperiment:
         if self.fault is not None and self.release is not None:
             raise ValueError("give a fault or a release stage, not both")
         if self.gate is not None and self.release is None:

@@ -111,7 +111,7 @@ class LiveView:
         if self.live is None:
             self.console.print(line, highlight=False, soft_wrap=True)
 
-    def __enter__(self) -> "LiveView":
+    def __enter__(self) -> LiveView:
         if self.live is not None:
             self.live.start()
         return self

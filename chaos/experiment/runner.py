@@ -15,13 +15,14 @@ testable on a fake clock.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Sequence
+from typing import Any
 
+from chaos.errors import FaultNotEffective
 from chaos.experiment import events as ev
 from chaos.experiment.hypothesis import Hypothesis, Probe, Reading, error_rate_below
-from chaos.errors import FaultNotEffective
 from chaos.experiment.method import Method, StopAsked
 from chaos.experiment.stop import EmergencyStop, StopSwitch
 from chaos.load.records import RequestRecord
@@ -52,7 +53,7 @@ class AbortLimits:
     min_requests: int = 5
 
     @classmethod
-    def from_env(cls, env: Any, window_s: float = 10.0) -> "AbortLimits":
+    def from_env(cls, env: Any, window_s: float = 10.0) -> AbortLimits:
         a = env.safety.abort
         return cls(error_rate=a.error_rate, max_fault_duration_s=a.max_fault_duration_s, window_s=window_s)
 

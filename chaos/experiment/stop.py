@@ -14,8 +14,9 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 STOP_FILE = "STOP"
 

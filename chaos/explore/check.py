@@ -7,11 +7,12 @@ every other trip heals once the faults are gone."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from chaos.load.records import RequestRecord
-from chaos.verify.breaker import default_pool_of, degrade_recovery_s
 from chaos.verify.accounting import accounting_verdict
+from chaos.verify.breaker import default_pool_of, degrade_recovery_s
 from chaos.verify.retries import retry_verdict
 from chaos.verify.verdict import Verdict
 

@@ -7,15 +7,16 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from chaos.experiment import events as ev
 from chaos.experiment.method import Method, StopAsked
 from chaos.experiment.stop import StopSwitch
-from chaos.explore.guide import Guide, moves_of
 from chaos.explore.check import CLOSED, FORCED_OPEN, breaker_verdict, history_verdicts, served_again
+from chaos.explore.guide import Guide, moves_of
 from chaos.explore.run import walk
 from chaos.explore.schedule import Schedule, ScheduledFault, generate
 from chaos.explore.shrink import shrink

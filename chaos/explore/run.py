@@ -9,8 +9,9 @@ reverted on every way out.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from chaos.experiment import events as ev
 from chaos.experiment.method import Method

@@ -64,7 +64,7 @@ class ScheduledFault(BaseModel):
         return self.start_s + self.duration_s
 
     @model_validator(mode="after")
-    def _where(self) -> "ScheduledFault":
+    def _where(self) -> ScheduledFault:
         as_value_error(self.kind, self.params())
         if not self.target and not self.proxy:
             raise ValueError(f"fault {self.kind}: name a target or a proxy")

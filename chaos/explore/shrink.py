@@ -11,8 +11,8 @@ a candidate is taken only when it fails that many replays in a row, so that the 
 that fails when replayed, not one that failed once."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 from pydantic import ValidationError
 

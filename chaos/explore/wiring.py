@@ -3,8 +3,9 @@ environment's load, a real completion as the probe, the replicas' request log, a
 breakers where it shows them. `chaos explore`, `chaos replay` and suites/regressions all use this."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from chaos.experiment.events import EventBus
 from chaos.experiment.stop import StopSwitch

@@ -4,8 +4,7 @@ from chaos.faults.container import kill, pause, restart, stop
 from chaos.faults.engine import engine_death
 from chaos.faults.ledger import Ledger, cleanup, install_signal_handlers
 from chaos.faults.nccl import rank_freeze, rank_link_cut
-from chaos.faults.network import (bandwidth, down, jitter, latency, limit_data, reset_peer, slicer, slow_close,
-                                  timeout)
+from chaos.faults.network import bandwidth, down, jitter, latency, limit_data, reset_peer, slicer, slow_close, timeout
 from chaos.faults.sim_admin import sim_fault
 from chaos.toxiproxy import Toxiproxy
 

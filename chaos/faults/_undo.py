@@ -10,8 +10,8 @@ from typing import Any
 
 from chaos.errors import ChaosError
 from chaos.faults import tokens
-from chaos.toxiproxy import Toxiproxy, ToxiproxyError
 from chaos.targets import _proc
+from chaos.toxiproxy import Toxiproxy, ToxiproxyError
 
 TOXIC_PREFIX = "chaos-"
 
@@ -81,7 +81,6 @@ def _signal(step: dict[str, Any]) -> str:
 
 def _docker(step: dict[str, Any]) -> str:
     import docker as sdk
-
     from chaos.targets.docker import client_for
 
     client = client_for(step.get("docker_host"))  # ssh:// goes through the system ssh client
@@ -102,7 +101,6 @@ def _docker(step: dict[str, Any]) -> str:
 
 def _container_signal(step: dict[str, Any]) -> str:
     import docker as sdk
-
     from chaos.targets.docker import client_for
     from chaos.targets.docker_exec import exec_collect
 

@@ -7,8 +7,9 @@ import random
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from chaos.errors import FaultError, FaultNotEffective, SafetyError
 from chaos.faults import ledger as _ledger
@@ -44,7 +45,7 @@ class Policy:
     sleep: Callable[[float], None] = time.sleep
 
     @classmethod
-    def for_env(cls, env: Any, **kw: Any) -> "Policy":
+    def for_env(cls, env: Any, **kw: Any) -> Policy:
         kw.setdefault("recover_timeout_s", recover_bound_s(env.slas))
         return cls(ledger=_ledger.Ledger(env.state_dir), protected=env.safety.protected, **kw)
 
@@ -126,7 +127,7 @@ class Fault:
     def policy(self) -> Policy:
         return self._policy or _policy
 
-    def using(self, policy: Policy | None = None, **kw: Any) -> "Fault":
+    def using(self, policy: Policy | None = None, **kw: Any) -> Fault:
         """Use `policy` (default: the current one) with fields overridden, for this fault only; returns self."""
         self._policy = replace(policy or self.policy, **kw)
         return self
@@ -229,20 +230,20 @@ class Fault:
                 pass  # a broken observer must not break fault handling
 
     # -- composition ----------------------------------------------------------------------
-    def __enter__(self) -> "Fault":
+    def __enter__(self) -> Fault:
         self.inject()
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self.revert(check=exc_type is None)
 
-    def __and__(self, other: "Fault") -> "AllOf":
+    def __and__(self, other: Fault) -> AllOf:
         return AllOf([self, other])
 
-    def after(self, delay_s: float) -> "Scheduled":
+    def after(self, delay_s: float) -> Scheduled:
         return Scheduled(self, delay_s=delay_s)
 
-    def lasting(self, duration_s: float) -> "Scheduled":
+    def lasting(self, duration_s: float) -> Scheduled:
         return Scheduled(self, delay_s=0.0, duration_s=duration_s)
 
     def __repr__(self) -> str:
@@ -254,17 +255,17 @@ class AllOf(Fault):
 
     kind = "all"
 
-    def __init__(self, faults: list[Fault], **kw: Any) -> None:
+    def __init__(self, faults: Sequence[Fault], **kw: Any) -> None:
         super().__init__(**kw)
         self.faults: list[Fault] = []
         for f in faults:
             self.faults.extend(f.faults if isinstance(f, AllOf) else [f])
         self.destructive = any(f.destructive for f in self.faults)
 
-    def __and__(self, other: Fault) -> "AllOf":
+    def __and__(self, other: Fault) -> AllOf:
         return AllOf([*self.faults, other])
 
-    def using(self, policy: Policy | None = None, **kw: Any) -> "AllOf":
+    def using(self, policy: Policy | None = None, **kw: Any) -> AllOf:
         for f in self.faults:
             f.using(policy, **kw)
         super().using(policy, **kw)
@@ -323,11 +324,11 @@ class Scheduled:
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
 
-    def after(self, delay_s: float) -> "Scheduled":
+    def after(self, delay_s: float) -> Scheduled:
         self.delay_s = delay_s
         return self
 
-    def lasting(self, duration_s: float) -> "Scheduled":
+    def lasting(self, duration_s: float) -> Scheduled:
         self.duration_s = duration_s
         return self
 
@@ -352,7 +353,7 @@ class Scheduled:
             except BaseException as e:
                 self.error = self.error or e
 
-    def start(self) -> "Scheduled":
+    def start(self) -> Scheduled:
         self._thread = threading.Thread(target=self.run, name=f"fault-{self.fault.kind}", daemon=True)
         self._thread.start()
         return self
@@ -367,7 +368,7 @@ class Scheduled:
         if self.error:
             raise self.error
 
-    def __enter__(self) -> "Scheduled":
+    def __enter__(self) -> Scheduled:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

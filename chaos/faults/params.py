@@ -13,8 +13,9 @@ from __future__ import annotations
 import difflib
 import math
 import signal as _signal
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from chaos.errors import ConfigError
 

@@ -59,7 +59,7 @@ def probe(addr: str, *, request: bytes | None = HTTP_PROBE, window_s: float = 2.
             sock.settimeout(left)
             try:
                 data = sock.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 break
             except ConnectionResetError:
                 res.reset = True

@@ -24,7 +24,7 @@ class FaultProxyError(StackError):
 class FaultProxyAdmin:
     """Admin client for one `chaos-faultproxy`, e.g. FaultProxyAdmin("http://127.0.0.1:18211", TokenRef(env=...))."""
 
-    def __init__(self, url: str, token: "TokenRef | str", *, name: str | None = None, timeout: float = 5.0) -> None:
+    def __init__(self, url: str, token: TokenRef | str, *, name: str | None = None, timeout: float = 5.0) -> None:
         self.url = url.rstrip("/")
         self.token = as_ref(token)
         self.name = name or self.url

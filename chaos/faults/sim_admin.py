@@ -19,7 +19,7 @@ class SimFault(Fault):
 
     kind = "sim"
 
-    def __init__(self, admin_url: str, token: "str | TokenRef", mode: str, **params: Any) -> None:
+    def __init__(self, admin_url: str, token: str | TokenRef, mode: str, **params: Any) -> None:
         seed = params.pop("seed", None)
         super().__init__(seed=seed)
         self.admin_url, self.token, self.mode, self.mode_params = admin_url.rstrip("/"), as_ref(token), mode, params
@@ -87,5 +87,5 @@ class SimFault(Fault):
                 raise
 
 
-def sim_fault(admin_url: str, token: "str | TokenRef", mode: str, **params: Any) -> SimFault:
+def sim_fault(admin_url: str, token: str | TokenRef, mode: str, **params: Any) -> SimFault:
     return SimFault(admin_url, token, mode, **params)

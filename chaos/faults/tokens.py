@@ -71,7 +71,7 @@ class TokenRef:
         return f"TokenRef({self.describe()})"
 
 
-def as_ref(token: "str | TokenRef") -> TokenRef:
+def as_ref(token: str | TokenRef) -> TokenRef:
     """A TokenRef from a TokenRef or a plain string (which is kept out of every record)."""
     return token if isinstance(token, TokenRef) else TokenRef(literal=token)
 

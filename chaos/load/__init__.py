@@ -7,8 +7,17 @@ from chaos.load.config import LoadConfig
 from chaos.load.records import ERROR_CLASSES, RequestRecord, iter_records, read_records, write_records
 from chaos.load.runner import LoadHandle, LoadResult, read_dir, run_load, start_load
 from chaos.load.stats import ClassStats, LoadStats, meets_slos, percentile, summarize
-from chaos.load.workloads import (DEFAULT_CLASSES, DEFAULT_MIX, MixWorkload, Prompt, count_tokens,
-                                  long_context_burst, make_workload, shared_prefix_set, special_corpus)
+from chaos.load.workloads import (
+                                  DEFAULT_CLASSES,
+                                  DEFAULT_MIX,
+                                  MixWorkload,
+                                  Prompt,
+                                  count_tokens,
+                                  long_context_burst,
+                                  make_workload,
+                                  shared_prefix_set,
+                                  special_corpus,
+)
 
 __all__ = [
     "ClassStats", "DEFAULT_CLASSES", "DEFAULT_MIX", "ERROR_CLASSES", "LoadConfig", "LoadHandle", "LoadResult",

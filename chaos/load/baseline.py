@@ -22,8 +22,9 @@ import json
 import math
 import platform
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from chaos.errors import ConfigError
 from chaos.load.records import RequestRecord

@@ -62,7 +62,7 @@ class LoadConfig:
     temperature: float | None = None      # sent when set: 0 makes answers comparable (shadow diff)
     special_share: float = 0.0            # mix: share of prompts headed by a special-character corpus row
 
-    def validate(self) -> "LoadConfig":
+    def validate(self) -> LoadConfig:
         if self.api not in ("chat", "completions"):
             raise ConfigError(f"load config 'api': expected chat or completions, got {self.api!r}")
         if self.shape not in SHAPES:
@@ -111,7 +111,7 @@ class LoadConfig:
         return Path(path)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], where: str = "load config") -> "LoadConfig":
+    def from_dict(cls, d: dict[str, Any], where: str = "load config") -> LoadConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:

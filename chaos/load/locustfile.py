@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import sys
-import random
 import time
 from pathlib import Path
 from typing import Any
@@ -34,10 +34,10 @@ from locust.rpc import Message
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
 from chaos.errors import ConfigError
-from chaos.load.config import LoadConfig, from_environ
-from chaos.load.records import RequestRecord
 from chaos.load import kstamp, pacing, shapes
 from chaos.load import users as _users
+from chaos.load.config import LoadConfig, from_environ
+from chaos.load.records import RequestRecord
 from chaos.load.workloads import ListWorkload, Prompt, make_workload
 from chaos.resilience.backoff import Backoff
 

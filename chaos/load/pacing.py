@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 def poisson_offsets(rate_per_s: float, duration_s: float, seed: int = 0) -> list[float]:

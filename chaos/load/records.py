@@ -7,9 +7,10 @@ with time.perf_counter() from just before the request was sent.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from chaos.errors import LoadError
 
@@ -64,7 +65,7 @@ class RequestRecord:
         return json.dumps(asdict(self), separators=(",", ":"))
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RequestRecord":
+    def from_dict(cls, d: dict[str, Any]) -> RequestRecord:
         known = cls.__dataclass_fields__
         return cls(**{k: v for k, v in d.items() if k in known})
 

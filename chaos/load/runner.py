@@ -145,9 +145,9 @@ class LoadHandle:
 
     def worker_pids(self) -> dict[str, int]:
         """The worker processes by name ("worker-0": pid), for a test that kills one."""
-        return {n: p.pid for n, p in zip(self.names, self.procs) if n.startswith("worker-")}
+        return {n: p.pid for n, p in zip(self.names, self.procs, strict=True) if n.startswith("worker-")}
 
-    def start(self) -> "LoadHandle":
+    def start(self) -> LoadHandle:
         self.cfg.save(self.out_dir / "load-config.json")
         common = ["--headless", "--host", self.base_url, "--only-summary", "--exit-code-on-error", "0",
                   "--stop-timeout", str(max(1, int(min(self.cfg.timeout_s, 5.0))))]
@@ -186,7 +186,7 @@ class LoadHandle:
         """Workers that died before the run ended (the master and the rest went on without them)."""
         master_end = self._ended.get(0, float("inf"))
         out = []
-        for i, (name, p) in enumerate(zip(self.names, self.procs)):
+        for i, (name, p) in enumerate(zip(self.names, self.procs, strict=True)):
             rc, ended = p.returncode, self._ended.get(i)
             if not name.startswith("worker-") or rc in (0, None) or ended is None or ended >= master_end - 0.5:
                 continue
@@ -257,7 +257,7 @@ class LoadHandle:
             f.close()
         rcs = [p.returncode for p in self.procs]
         records = read_dir(self.out_dir, live=True)
-        bad = [(p, rc) for p, rc in zip(self.logs, rcs) if rc not in (0, 1, -signal.SIGTERM, -signal.SIGINT, None)]
+        bad = [(p, rc) for p, rc in zip(self.logs, rcs, strict=False) if rc not in (0, 1, -signal.SIGTERM, -signal.SIGINT, None)]
         if not records and bad:
             tail = bad[0][0].read_text(errors="replace").strip().splitlines()[-5:]
             raise LoadError(f"locust exited with {bad[0][1]} and left no records; {bad[0][0]}: {' | '.join(tail)}")
@@ -282,7 +282,7 @@ class LoadHandle:
                 p.kill()
                 p.wait(5)
 
-    def __enter__(self) -> "LoadHandle":
+    def __enter__(self) -> LoadHandle:
         return self
 
     def __exit__(self, *exc: object) -> None:

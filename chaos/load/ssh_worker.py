@@ -22,8 +22,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import BinaryIO
 
 from chaos.load.config import ENV_CONFIG, ENV_OUT_DIR
 

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from chaos.load.records import RequestRecord
 
@@ -61,13 +62,14 @@ class LoadStats:
         return self.classes["all"]
 
     def table(self) -> list[list[Any]]:
+        def ms(c: ClassStats, m: str, q: int) -> float | None:
+            v = c.get(m, q)
+            return None if v is None else round(v * 1000, 2)
+
         rows = []
         for c in self.classes.values():
-            def ms(m: str, q: int) -> float | None:
-                v = c.get(m, q)
-                return None if v is None else round(v * 1000, 2)
             rows.append([c.name, c.attempts, c.ok, sum(c.errors.values()),
-                         *[ms(m, q) for m in METRICS for q in PCTS]])
+                         *[ms(c, m, q) for m in METRICS for q in PCTS]])
         return rows
 
 

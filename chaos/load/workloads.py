@@ -15,9 +15,10 @@ import json
 import random
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from chaos.errors import ConfigError
 
@@ -163,7 +164,7 @@ def shared_prefix_set(n: int = 1000, prefixes: int = 4, prefix_tokens: int = 204
     rng = random.Random(seed)
     heads = [words(prefix_tokens, random.Random(f"prefix-{seed}-{k}")) for k in range(prefixes)]
     prompts = []
-    for i in range(n):
+    for _ in range(n):
         k = rng.randrange(prefixes)
         text = f"{heads[k]} {words(suffix_tokens, rng)}"
         prompts.append(Prompt(f"prefix-{k}", text, count_tokens(text)))

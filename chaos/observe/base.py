@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from chaos.observe.timeline import Timeline
 
@@ -29,7 +29,7 @@ class PollingObserver:
     def poll(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def start(self) -> "PollingObserver":
+    def start(self) -> PollingObserver:
         if self._thread is not None:
             return self
         self._stop.clear()
@@ -73,7 +73,7 @@ class PollingObserver:
                 delay = 0
             self._sleep(delay)
 
-    def __enter__(self) -> "PollingObserver":
+    def __enter__(self) -> PollingObserver:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from chaos.observe.base import PollingObserver
-from chaos.observe.gpu_sources import (FIELDS, DcgmPage, DcgmSource, GpuSource, GpuUnavailable, NvmlSource,
-                                       ReplaySource)
+from chaos.observe.gpu_sources import FIELDS, DcgmPage, DcgmSource, GpuSource, GpuUnavailable, NvmlSource, ReplaySource
 from chaos.observe.timeline import Sample, Timeline
 
 __all__ = ["FIELDS", "DcgmPage", "DcgmSource", "GpuChannel", "GpuObserver", "GpuSource", "GpuUnavailable",
@@ -61,7 +60,7 @@ class GpuObserver(PollingObserver):
         self.gpu: GpuSource | None = channels[0].source if channels else None
         self.available = bool(channels)
 
-    def start(self) -> "GpuObserver":
+    def start(self) -> GpuObserver:
         if not self.available:
             self.timeline.event("observer", "gpu_unavailable", reason=self.why_unavailable)
             return self

@@ -4,7 +4,8 @@ harness runs on the target's host, else that host's dcgm-exporter (`telemetry.dc
 `telemetry.dcgm_url`). No target naming its GPUs: the one-GPU form (`telemetry.gpu_index`)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from chaos.observe.gpu import GpuChannel, GpuObserver
 from chaos.observe.gpu_sources import DcgmPage, DcgmSource, GpuSource, GpuUnavailable, NvmlSource
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
-def on_this_host(target: "Target") -> bool:
+def on_this_host(target: Target) -> bool:
     """Whether the target's GPUs are this machine's (NVML here sees them)."""
     engine = target.docker_host or ""
     return target.host in LOCAL_HOSTS and (not engine or engine.startswith("unix://"))
@@ -29,7 +30,7 @@ def _nvml(device: str) -> GpuSource | None:
         return None
 
 
-def plan_channels(env: "Environment", from_containers: Mapping[str, list[str]] | None = None,
+def plan_channels(env: Environment, from_containers: Mapping[str, list[str]] | None = None,
                   nvml: Callable[[str], GpuSource | None] = _nvml) -> tuple[list[GpuChannel], list[str]]:
     """The GPUs to watch and, for each target or GPU that cannot be watched, one line saying why."""
     tel, pages, channels, notes = env.telemetry, {}, [], []
@@ -85,7 +86,7 @@ def devices_from_container(facts: Any) -> list[str] | None:
     return None
 
 
-def observer_for(env: "Environment", timeline: "Timeline",
+def observer_for(env: Environment, timeline: Timeline,
                  from_containers: Mapping[str, list[str]] | None = None) -> GpuObserver:
     """A GpuObserver over every GPU of every target of `env` (idle, saying why, when none is seen);
     devices the file does not name are taken from each container as read this session, if it was."""

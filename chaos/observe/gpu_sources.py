@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from chaos.errors import ConfigError, TargetError
 from chaos.observe._http import HttpGetter
@@ -234,5 +235,3 @@ class ReplaySource:
 
 class GpuUnavailable(TargetError):
     """No NVML/GPU here; GpuObserver turns it into 'no GPU' (an idle observer and one event)."""
-
-

@@ -161,7 +161,7 @@ class ReplicaLogs:
         self.not_simulators = not_simulators or []
 
     @classmethod
-    def for_env(cls, env: Any, **reader_kw: Any) -> "ReplicaLogs":
+    def for_env(cls, env: Any, **reader_kw: Any) -> ReplicaLogs:
         """The environment's simulator targets (admin API on their own port) and fault proxies."""
         from chaos.faults.proxy_admin import token_ref
         from chaos.faults.tokens import stack_token

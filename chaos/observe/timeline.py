@@ -4,9 +4,10 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 
 @dataclass
@@ -69,7 +70,7 @@ class Timeline:
         Path(path).write_text(json.dumps(data), encoding="utf-8")
 
     @classmethod
-    def load(cls, path: str | Path) -> "Timeline":
+    def load(cls, path: str | Path) -> Timeline:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         tl = cls()
         tl.samples = [Sample(**s) for s in data.get("samples", [])]

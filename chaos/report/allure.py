@@ -12,8 +12,9 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import allure
 from allure_commons import plugin_manager
@@ -52,7 +53,7 @@ def redact(text: str) -> str:
 
 def iso(t: float) -> str:
     """Epoch seconds as an ISO-8601 UTC timestamp with milliseconds."""
-    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return _dt.datetime.fromtimestamp(t, _dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _step_params_add(uuid: str, name: str, value: str) -> None:
@@ -187,4 +188,3 @@ def tail(source: str | Path | Iterable[str], lines: int = 200) -> str:
 def attach_log_tail(source: str | Path | Iterable[str], name: str = "log tail", lines: int = 200) -> None:
     """Attach the last lines of a log (e.g. the hurt replica's), with secrets redacted."""
     attach_text(tail(source, lines), f"{name} (last {lines} lines)")
-

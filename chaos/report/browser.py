@@ -13,9 +13,9 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator
 
 from chaos.report.html import ReportError
 

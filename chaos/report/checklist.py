@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from chaos.errors import ConfigError
 from chaos.verify.verdict import Verdict

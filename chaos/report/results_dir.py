@@ -4,8 +4,9 @@ from __future__ import annotations
 import json
 import os
 import platform
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import chaos

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from chaos.load.records import RequestRecord
 from chaos.observe.timeline import Event, Sample, Timeline
@@ -72,7 +73,7 @@ def as_markers(items: Iterable[Any]) -> list[Marker]:
             out.append(Marker(float(it[0]), str(it[1])))
         else:
             label = getattr(it, "label", None) or getattr(it, "name", None) or "crossing"
-            out.append(Marker(float(getattr(it, "t")), str(label)))
+            out.append(Marker(float(it.t), str(label)))
     return sorted(out, key=lambda m: m.t)
 
 
@@ -121,7 +122,7 @@ def request_series(
     return RequestSeries(
         t=[i * bucket_s for i in range(n)],
         rate=[c / bucket_s for c in sent],
-        error_rate=[f / c if c else math.nan for f, c in zip(failed, sent)],
+        error_rate=[f / c if c else math.nan for f, c in zip(failed, sent, strict=True)],
         p99=p99,
     )
 
@@ -145,7 +146,7 @@ def health_intervals(
     out: dict[str, list[tuple[float, float, bool]]] = {}
     for name, ss in by.items():
         runs: list[tuple[float, float, bool]] = []
-        for a, b in zip(ss, ss[1:] + [None]):
+        for a, b in zip(ss, ss[1:] + [None], strict=True):
             end = b.t if b is not None else max(t_end, a.t)
             ok = is_healthy(a.value)
             if runs and runs[-1][2] == ok and runs[-1][1] == a.t:
@@ -194,4 +195,4 @@ def traffic_share(
         i = min(n - 1, max(0, int((r.t_send - t0) // bucket_s)))
         seen[i] += 1
         hit[i] += p == pool
-    return [i * bucket_s for i in range(n)], [h / s if s else math.nan for h, s in zip(hit, seen)]
+    return [i * bucket_s for i in range(n)], [h / s if s else math.nan for h, s in zip(hit, seen, strict=True)]

@@ -68,7 +68,7 @@ class SummaryCollector:
         return lines
 
 
-def add_recovery(summary: SummaryCollector, recovery: "Verdict", accounting: "Verdict", *, fault: bool,
+def add_recovery(summary: SummaryCollector, recovery: Verdict, accounting: Verdict, *, fault: bool,
                  target: str = "") -> None:
     """A recovery scenario's numbers: scenarios, the targets hurt, the worst time to the first completion
     after a fault (a no-fault baseline has none), and lost and failed requests summed over scenarios

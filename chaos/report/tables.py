@@ -5,8 +5,9 @@ import csv
 import html
 import io
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from chaos.load.records import RequestRecord
 from chaos.report.series import percentile
@@ -49,7 +50,7 @@ class Table:
     def to_html(self) -> str:
         head = "".join(f"<th>{html.escape(h)}</th>" for h in self.headers)
         body = []
-        for row, st in zip(self._cells(), self.status + [None] * len(self.rows)):
+        for row, st in zip(self._cells(), self.status + [None] * len(self.rows), strict=False):
             cls = f' class="{st}"' if st else ""
             body.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>")
         return (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>{_CSS}</style></head><body>"
@@ -61,10 +62,12 @@ class Table:
         widths = [max([len(h)] + [len(r[i]) for r in cells if i < len(r)]) for i, h in enumerate(self.headers)]
 
         def line(row: list[str]) -> str:
-            return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+            # a short row leaves its last columns blank
+            cols = enumerate(zip(row, widths, strict=False))
+            return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in cols).rstrip()
 
         out = [self.title, line(self.headers), line(["-" * w for w in widths])]
-        for row, st in zip(cells, self.status + [None] * len(cells)):
+        for row, st in zip(cells, self.status + [None] * len(cells), strict=False):
             out.append(line(row) + ("   <-- FAIL" if st == "fail" else ""))
         return "\n".join(out)
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import matplotlib
 
@@ -64,7 +65,7 @@ def figure_png(fig: Figure, path: str | Path | None) -> bytes:
 def _decorate(axes: Sequence[Axes], t0: float, t1: float, windows: Sequence[Window], marks: Sequence[Marker],
               crossings: Sequence[Marker] = ()) -> None:
     """Shade fault windows, draw phase and crossing lines on every panel, label them on the top one."""
-    for i, ax in enumerate(axes):
+    for ax in axes:
         for j, w in enumerate(windows):
             end = (w.end if w.end is not None else t1) - t0
             ax.axvspan(w.start - t0, end, color=_FAULT_COLOR, alpha=0.12, lw=0,
@@ -94,7 +95,7 @@ def _health_panel(ax: Axes, timeline: Timeline | None, t0: float, t1: float) -> 
     if not runs:
         ax.text(0.5, 0.5, "no health samples", ha="center", va="center", transform=ax.transAxes, color="0.5")
         ax.set_yticks([])
-    for row, (name, spans) in enumerate(sorted(runs.items())):
+    for row, (_name, spans) in enumerate(sorted(runs.items())):
         for ok in (True, False):
             bars = [(a - t0, b - a) for a, b, h in spans if h == ok]
             ax.broken_barh(bars, (row - 0.35, 0.7), color="#2ca02c" if ok else _FAULT_COLOR,

@@ -8,10 +8,10 @@ from __future__ import annotations
 import email.utils
 import http.client
 import json
-import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from chaos.load.records import RequestRecord
@@ -37,7 +37,7 @@ class Endpoint:
     prefix: str
 
     @classmethod
-    def parse(cls, base_url: str) -> "Endpoint":
+    def parse(cls, base_url: str) -> Endpoint:
         u = urlsplit(base_url)
         if u.scheme not in ("http", "https") or not u.hostname:
             from chaos.errors import ConfigError
@@ -89,7 +89,7 @@ def send_once(ep: Endpoint, path: str, body: bytes, headers: dict[str, str], rec
         if stream and "text/event-stream" in (resp.getheader("Content-Type") or ""):
             return _read_sse(resp, rec, t0, timeout_s, clock)
         return _read_json(resp, rec, t0, clock)
-    except (TimeoutError, socket.timeout) as e:
+    except TimeoutError as e:
         rec.error, rec.error_detail = "timeout", f"no answer within {timeout_s:.3f} s ({type(e).__name__})"
     except http.client.IncompleteRead as e:
         rec.error, rec.error_detail = "stream_cut", f"body cut after {len(e.partial)} bytes"

@@ -16,8 +16,9 @@ import random
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from tenacity import RetryCallState, Retrying, retry_if_result
 

@@ -66,7 +66,7 @@ class NonceCache:
             return True
 
 
-def verify(key: bytes, method: str, path: str, body: bytes, headers: dict[str, str] | "object", *,
+def verify(key: bytes, method: str, path: str, body: bytes, headers: dict[str, str] | object, *,
            window_s: float = 300.0, nonces: NonceCache | None = None, now: float | None = None) -> None:
     """Raise SignatureError unless the headers sign this request, in time and not replayed."""
     get = headers.get  # type: ignore[union-attr]

@@ -15,17 +15,17 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
-from typing import Callable
 
 from chaos.env import Environment
 from chaos.errors import StackError
 from chaos.faults.proxy_admin import token_ref
 from chaos.stack.faultproxy import FaultProxyServer
 from chaos.stack.toxiproxy import ToxiproxyServer
-from chaos.targets import Target, make_target
-from chaos.targets import _proc
+from chaos.targets import Target, _proc, make_target
 from chaos.targets.process import ProcessTarget
 
 
@@ -74,7 +74,7 @@ class EmbeddedStack:
         self.warm_rate: float | None = None  # completions/s the warm-up got through the client endpoint
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def up(self, timeout: float | None = None) -> "EmbeddedStack":
+    def up(self, timeout: float | None = None) -> EmbeddedStack:
         """Start everything and wait until a real completion succeeds through the client proxy.
 
         Default wait: the environment's cold-start SLA (a real vLLM replica takes a minute here)."""
@@ -196,7 +196,7 @@ class EmbeddedStack:
             errors += _attempt(lambda: self.gateway.remove() if self.gateway else None, "gateway")
             self.gateway = None
         for name, t in reversed(list(self.targets.items())):
-            errors += _attempt(lambda: (t.resume() if t.paused() else None), name)  # called at once: t is this one
+            errors += _attempt(partial(_resume_if_paused, t), name)
             errors += _attempt(t.remove, name)
         self.targets.clear()
         for name, fp in reversed(list(self.fault_proxies.items())):
@@ -213,7 +213,7 @@ class EmbeddedStack:
         if errors:
             self.log("teardown problems: " + "; ".join(errors))
 
-    def __enter__(self) -> "EmbeddedStack":
+    def __enter__(self) -> EmbeddedStack:
         return self.up()
 
     def __exit__(self, *exc: object) -> None:
@@ -255,6 +255,11 @@ class EmbeddedStack:
         tmp = self.state_dir / "stack.json.tmp"
         tmp.write_text(json.dumps(status))
         os.replace(tmp, self.state_dir / "stack.json")  # atomic: `env up --detach` polls this file
+
+
+def _resume_if_paused(t: Target) -> None:
+    if t.paused():
+        t.resume()
 
 
 def _attempt(fn: Callable[[], object], what: str) -> list[str]:

@@ -5,8 +5,9 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, Callable, Iterable
+from typing import IO
 from urllib.parse import urlparse
 
 from chaos.errors import StackError
@@ -48,7 +49,7 @@ class ToxiproxyServer:
         self._sleep = sleep
 
     @classmethod
-    def for_api(cls, api: str, **kw: object) -> "ToxiproxyServer":
+    def for_api(cls, api: str, **kw: object) -> ToxiproxyServer:
         host, port = split_api(api)
         return cls(host, port, **kw)  # type: ignore[arg-type]
 
@@ -59,7 +60,7 @@ class ToxiproxyServer:
     def client(self) -> Toxiproxy:
         return Toxiproxy(self.api)
 
-    def start(self, timeout: float = 10.0) -> "ToxiproxyServer":
+    def start(self, timeout: float = 10.0) -> ToxiproxyServer:
         """Start the server and wait until /version answers."""
         if self.client().ping():
             raise StackError(f"something already answers on {self.api}; not starting a second toxiproxy")
@@ -101,7 +102,7 @@ class ToxiproxyServer:
             self._log.close()
             self._log = None
 
-    def __enter__(self) -> "ToxiproxyServer":
+    def __enter__(self) -> ToxiproxyServer:
         if self.proc is None:
             self.start()
         return self

@@ -10,21 +10,21 @@ from chaos.targets.base import Target
 
 if TYPE_CHECKING:
     from chaos.env import Environment
-    from chaos.faults.tokens import TokenRef
     from chaos.env import Target as TargetConfig
+    from chaos.faults.tokens import TokenRef
 
 __all__ = ["Target", "make_target", "sim_args", "vllm_args", "vllm_env", "admin_token"]
 
 
-def admin_token(state_dir: str | os.PathLike[str]) -> "TokenRef":
+def admin_token(state_dir: str | os.PathLike[str]) -> TokenRef:
     """The embedded stack's admin token (simulators and fault proxies): a 0600 file in the state dir."""
     from chaos.faults.tokens import stack_token
 
     return stack_token(state_dir)
 
 
-def sim_args(cfg: "TargetConfig", *, run_id: str, state_dir: str | os.PathLike[str],
-             env: "Environment | None" = None) -> list[str]:
+def sim_args(cfg: TargetConfig, *, run_id: str, state_dir: str | os.PathLike[str],
+             env: Environment | None = None) -> list[str]:
     """The `chaos sim` flags for a target with simulator options (without the program itself)."""
     sim = cfg.simulator
     assert sim is not None
@@ -46,7 +46,7 @@ def sim_args(cfg: "TargetConfig", *, run_id: str, state_dir: str | os.PathLike[s
     return args + list(sim.extra_args)
 
 
-def vllm_args(cfg: "TargetConfig", *, env: "Environment | None" = None, model: str | None = None) -> list[str]:
+def vllm_args(cfg: TargetConfig, *, env: Environment | None = None, model: str | None = None) -> list[str]:
     """`vllm serve` arguments (model first) for a target with vllm options."""
     v = cfg.vllm
     assert v is not None
@@ -61,7 +61,7 @@ def vllm_args(cfg: "TargetConfig", *, env: "Environment | None" = None, model: s
     return args + list(v.extra_args)
 
 
-def vllm_env(cfg: "TargetConfig") -> dict[str, str]:
+def vllm_env(cfg: TargetConfig) -> dict[str, str]:
     """The variables real vLLM on CPU needs for this target (the target's own `env` wins)."""
     v = cfg.vllm
     assert v is not None
@@ -74,15 +74,15 @@ def vllm_env(cfg: "TargetConfig") -> dict[str, str]:
     return {**out, **cfg.env}
 
 
-def _rank_connect(cfg: "TargetConfig", env: "Environment | None") -> list[str]:
+def _rank_connect(cfg: TargetConfig, env: Environment | None) -> list[str]:
     if not cfg.rank_proxies or env is None or env.toxiproxy is None:
         return []
     listen = {p.name: p.listen for p in env.toxiproxy.proxies}
     return [listen[name] for name in cfg.rank_proxies]
 
 
-def make_target(target_cfg: "TargetConfig", *, run_id: str, state_dir: str | os.PathLike[str],
-                env: "Environment | None" = None, **kw: Any) -> Target:
+def make_target(target_cfg: TargetConfig, *, run_id: str, state_dir: str | os.PathLike[str],
+                env: Environment | None = None, **kw: Any) -> Target:
     """Build the Target a config entry describes (nothing is started)."""
     from chaos.targets.docker import DockerTarget
     from chaos.targets.process import ProcessTarget

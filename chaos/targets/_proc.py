@@ -4,7 +4,8 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import subprocess
@@ -110,7 +111,7 @@ def kill_group(pgid: int, *, timeout: float = 5.0, sleep: Callable[[float], None
         pass
 
 
-def terminate(proc: "subprocess.Popen[bytes] | None", timeout: float = 5.0) -> None:
+def terminate(proc: subprocess.Popen[bytes] | None, timeout: float = 5.0) -> None:
     """SIGTERM a child we started, then SIGKILL it if it has not exited within `timeout`."""
     import subprocess
 

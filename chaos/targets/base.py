@@ -4,7 +4,8 @@ from __future__ import annotations
 import time
 import urllib.error
 import urllib.request
-from typing import Callable, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
 from chaos.errors import TargetError
 

@@ -8,8 +8,9 @@ may be secrets (a key, a token) are never kept: only their names.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, get_args
+from typing import Any, get_args
 
 from chaos.env.model import RestartPolicy, Target
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 import signal as _signal
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from chaos.errors import TargetError
 from chaos.targets import docker_procs, titles
@@ -278,7 +279,7 @@ class DockerTarget:
         p = docker_procs.find(self.container, pid, target=self.name)
         return p.start if p else None
 
-    def __enter__(self) -> "DockerTarget":
+    def __enter__(self) -> DockerTarget:
         self.start()
         return self
 

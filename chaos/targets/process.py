@@ -7,8 +7,9 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO
 
 from chaos.errors import TargetError
 from chaos.targets import _proc, titles
@@ -267,7 +268,7 @@ class ProcessTarget:
             raise TargetError(f"exec {cmd!r}: {e}", target=self.name) from None
         return r.returncode, (r.stdout + r.stderr).decode(errors="replace")
 
-    def __enter__(self) -> "ProcessTarget":
+    def __enter__(self) -> ProcessTarget:
         self.start()
         return self
 

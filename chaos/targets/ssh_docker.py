@@ -25,7 +25,7 @@ from urllib.parse import urlparse
 
 from chaos.errors import TargetError
 
-_tunnels: dict[str, "SshTunnel"] = {}
+_tunnels: dict[str, SshTunnel] = {}
 _lock = threading.Lock()
 
 

@@ -20,8 +20,8 @@ refused with the titles seen (TargetError): the fault would otherwise aim at a g
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from chaos.errors import TargetError
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from chaos.errors import LoadError
 from chaos.load.records import RequestRecord
@@ -60,7 +61,7 @@ class ServerLog:
 
 def server_log_for(env: Any, sources: Sequence[str] = ("simulator", "fault proxy"), *,
                    since: float | None = None, until: float | None = None,
-                   logs: "ReplicaLogs | None" = None) -> ServerLog:
+                   logs: ReplicaLogs | None = None) -> ServerLog:
     """The replica side's lines with t_arrival in [since, until], read over HTTP from the first of `sources`
     the environment has and that answers in full (simulators first: they see what the engine did; the
     fault proxies see what reached the client). One that cannot be read makes the log `unproven`, naming
@@ -113,7 +114,7 @@ def _group(records: Iterable[RequestRecord]) -> dict[str, list[RequestRecord]]:
 
 
 def accounting_verdict(records: Sequence[RequestRecord],
-                       server_log: "Sequence[dict[str, Any]] | ServerLog | None" = None, *,
+                       server_log: Sequence[dict[str, Any]] | ServerLog | None = None, *,
                        wrong_model_max: float = 0.0, ignore_prefixes: Sequence[str] = ("probe-",),
                        strict_orphans: bool = False, failed_max: int | None = None) -> Verdict:
     """Rows: one_outcome, outcome_matches, right_model, and with a server log: server_saw_success,
@@ -144,7 +145,7 @@ def accounting_verdict(records: Sequence[RequestRecord],
 
 
 def _lost_and_failed(v: Verdict, by: dict[str, list[RequestRecord]],
-                     server_log: "Sequence[dict[str, Any]] | ServerLog | None", failed_max: int | None) -> None:
+                     server_log: Sequence[dict[str, Any]] | ServerLog | None, failed_max: int | None) -> None:
     """lost: no outcome at the client, or a success no replica served (needs the replica side's log);
     failed: the client saw an error in the end (failed or rejected). Abandoned requests are neither."""
     no_end = [rid for rid, rs in by.items() if not any(r.final for r in rs)]
@@ -182,7 +183,7 @@ def _lost_and_failed(v: Verdict, by: dict[str, list[RequestRecord]],
 
 
 def fault_allowance(records: Sequence[RequestRecord], window: tuple[float, float] | None, error_budget: float, *,
-                    grace_s: float = 1.0) -> "Allowance":
+                    grace_s: float = 1.0) -> Allowance:
     """The failed requests a fault may cost: every logical request with an attempt open at some moment of
     `window` (the fault's start to the engine's death: what it can cut; None: no fault), plus the error
     budget's share of all of them (rounded up). A cut attempt's record ends at its last token, up to a
@@ -202,7 +203,7 @@ class Allowance(int):
 
     why: str
 
-    def __new__(cls, n: int, why: str) -> "Allowance":
+    def __new__(cls, n: int, why: str) -> Allowance:
         self = super().__new__(cls, n)
         self.why = why
         return self

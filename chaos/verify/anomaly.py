@@ -2,7 +2,8 @@
 memory-leak trend, told apart from the error-rate tier (the canary's window must stay under it)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from chaos.env.model import BreakerPolicy
 from chaos.load.records import RequestRecord

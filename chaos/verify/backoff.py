@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from itertools import pairwise
 
 from chaos.env.model import RetryPolicy
 from chaos.verify.recorder import Arrival
@@ -54,7 +55,7 @@ def gaps(arrivals: Iterable[Arrival]) -> list[Gap]:
     out: list[Gap] = []
     for key, seq in by_key.items():
         seq.sort(key=lambda a: a.t_perf)
-        for i, (prev, nxt) in enumerate(zip(seq, seq[1:])):
+        for i, (prev, nxt) in enumerate(zip(seq, seq[1:], strict=False)):
             end = prev.t_end_perf if prev.t_end_perf is not None else prev.t_perf
             out.append(Gap(key, i, nxt.t_perf - end, prev.action, prev.retry_after))
     return out
@@ -132,7 +133,7 @@ def _medians(gs: list[Gap], policy: RetryPolicy) -> list[tuple[int, float, int]]
 
 def _exponential(v: Verdict, gs: list[Gap], policy: RetryPolicy, growth_min: float) -> None:
     meds = _medians(gs, policy)
-    ratios = [(i, b / a) for (i, a, _), (_, b, _) in zip(meds, meds[1:]) if a > 0 and a < 0.95 * policy.max_interval_s]
+    ratios = [(i, b / a) for (i, a, _), (_, b, _) in pairwise(meds) if a > 0 and a < 0.95 * policy.max_interval_s]
     seq = " -> ".join(f"{m:.3f}" for _, m, _ in meds)
     if not ratios:
         v.add("exponential", growth_min, None, None, f"needs 3+ attempts below the cap; median waits {seq or 'none'}")

@@ -14,7 +14,8 @@ import signal
 import subprocess
 import threading
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from chaos.env.model import RetryPolicy
 from chaos.errors import ConfigError

@@ -12,8 +12,9 @@ share of sends, in bins, falling to <= drained_share x its baseline ("drained") 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from chaos.env.model import BreakerPolicy
 from chaos.errors import SLOViolation
@@ -96,7 +97,7 @@ class BreakerAnalysis:
         """Add the canary share, window figures, crossings and moves to a chaos.observe Timeline."""
         for t, share in self.share:
             timeline.sample("breaker", "canary_share", share, t=t, pool=self.canary)
-        for t, n, err, p99 in self.window:
+        for t, _n, err, p99 in self.window:
             timeline.sample("breaker", "window_error_rate", err, t=t, pool=self.canary)
             if p99 is not None:
                 timeline.sample("breaker", "window_p99_s", p99, t=t, pool=self.canary)

@@ -11,15 +11,22 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
+from chaos.env.model import BreakerPolicy
 from chaos.errors import SLOViolation
 from chaos.load.records import RequestRecord
-from chaos.env.model import BreakerPolicy
-from chaos.verify.breaker import (BreakerAnalysis, analyze, check_degrade, check_no_trip, check_rollback,
-                                  degrade_recovery_s, verify_breaker)
+from chaos.verify.breaker import (
+    BreakerAnalysis,
+    analyze,
+    check_degrade,
+    check_no_trip,
+    check_rollback,
+    degrade_recovery_s,
+    verify_breaker,
+)
 from chaos.verify.upstream import attempts_source
 from chaos.verify.verdict import Verdict
 

@@ -8,13 +8,13 @@ Limits are inclusive: an error budget of 1 % allows exactly 1 %.
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence, Union
+from collections.abc import Callable, Sequence
 
 from chaos.load.records import RequestRecord
 from chaos.load.stats import percentile
 from chaos.verify.verdict import Row, Verdict
 
-CheckFn = Callable[[Sequence[RequestRecord]], Union[Row, list[Row]]]
+CheckFn = Callable[[Sequence[RequestRecord]], Row | list[Row]]
 
 
 def _rows(out: Row | list[Row]) -> list[Row]:
@@ -30,10 +30,10 @@ class Check:
     def __call__(self, records: Sequence[RequestRecord]) -> list[Row]:
         return self.rows(records)
 
-    def __and__(self, other: "Check | CheckFn") -> "all_of":
+    def __and__(self, other: Check | CheckFn) -> all_of:
         return all_of(self, other)
 
-    def __rand__(self, other: CheckFn) -> "all_of":
+    def __rand__(self, other: CheckFn) -> all_of:
         return all_of(other, self)
 
 

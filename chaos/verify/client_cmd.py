@@ -14,8 +14,9 @@ import shlex
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 STREAM_ENV = "CHAOS_STREAM"  # set to 1 for a client command: stream, print the text shown, exit 0 iff whole
 HEADROOM = 2.0  # the steady run is one sample on a machine whose load moves: the limit allows twice it
@@ -30,7 +31,7 @@ class ClientLimit:
 
     @classmethod
     def derive(cls, *, steady_run_s: float, deadline_s: float, engine_e2e_s: float | None = None,
-               fault_extra_s: float = 0.0) -> "ClientLimit":
+               fault_extra_s: float = 0.0) -> ClientLimit:
         """From the command's fault-free run (start + request), the retry deadline and what the fault adds."""
         start = f", of which the engine's answer {engine_e2e_s:.1f} s" if engine_e2e_s is not None else ""
         extra = f" + {fault_extra_s:g} s the fault adds" if fault_extra_s else ""

@@ -10,7 +10,8 @@ from __future__ import annotations
 import http.client
 import json
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 Shape = dict[str, Any]

@@ -15,8 +15,9 @@ checklist, so the breaker items stay judged by the traffic.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from chaos.verify.verdict import Row, Verdict
 

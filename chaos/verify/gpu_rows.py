@@ -8,7 +8,7 @@ fault the fault's expected codes are listed and any other code fails.
 from __future__ import annotations
 
 import statistics
-from typing import Collection, Sequence
+from collections.abc import Collection, Sequence
 
 from chaos.env.model import SLAs
 from chaos.observe.gpu import by_gpu

@@ -24,7 +24,8 @@ import signal
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 Shape = dict[str, Any]
 

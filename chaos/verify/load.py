@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from chaos.env.model import SLAs
 from chaos.load.baseline import METRICS, QUANTILES, figures, with_misses

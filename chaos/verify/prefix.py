@@ -4,8 +4,8 @@ requests that share prefixes, memory saved and the latency change), read from th
 the records of the same number of requests of the same size with no shared prefix."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from chaos.load.records import RequestRecord
 from chaos.load.stats import percentile

@@ -19,8 +19,9 @@ import struct
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -96,7 +97,7 @@ class Recorder:
     def slot_url(self, slot: int | str) -> str:
         return f"{self.base_url}/c/{slot}"
 
-    def start(self) -> "Recorder":
+    def start(self) -> Recorder:
         ready = threading.Event()
         errors: list[BaseException] = []
 
@@ -135,7 +136,7 @@ class Recorder:
             self._thread.join(10)
         self._thread = None
 
-    def __enter__(self) -> "Recorder":
+    def __enter__(self) -> Recorder:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -7,7 +7,7 @@ from the fault's end (t_revert), the moment the SLAs count from.
 from __future__ import annotations
 
 import bisect
-from typing import Collection, Sequence
+from collections.abc import Collection, Sequence
 
 from chaos.env.model import SLAs
 from chaos.load.records import RequestRecord
@@ -63,13 +63,13 @@ def served_by(records: Sequence[RequestRecord], name: str) -> list[RequestRecord
     return [r for r in records if (r.served_by or "").endswith(name)] or list(records)
 
 
-def steady_seen(records: Sequence[RequestRecord], t_from: float, window_s: float, slas: "SLAs") -> bool:
+def steady_seen(records: Sequence[RequestRecord], t_from: float, window_s: float, slas: SLAs) -> bool:
     """Whether a steady window after t_from is already in `records` (the steady_state_s row's rule)."""
     return time_to_steady(records, t_from, window_s=window_s, error_budget=slas.error_budget,
                           p99_limit_s=_p99_limit(slas)) is not None
 
 
-def _p99_limit(slas: "SLAs") -> float | None:
+def _p99_limit(slas: SLAs) -> float | None:
     return max(l.e2e_p99_s for l in slas.latency.values()) if slas.latency else None
 
 

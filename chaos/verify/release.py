@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import difflib
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from chaos.load.records import RequestRecord
 from chaos.load.stats import nearest_rank

@@ -3,7 +3,8 @@ dies, so `restart: on-failure` never brings it back.)"""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from chaos.errors import SLOViolation
 

@@ -3,7 +3,7 @@ attempts of one logical request, and how much extra traffic its retries made (am
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 from chaos.env.model import RetryPolicy
 from chaos.load.records import RequestRecord
@@ -20,7 +20,7 @@ def retry_gaps(records: Sequence[RequestRecord]) -> list[tuple[str, int, float]]
     out = []
     for rid, rs in by.items():
         rs.sort(key=lambda r: r.attempt)
-        for a, b in zip(rs, rs[1:]):
+        for a, b in zip(rs, rs[1:], strict=False):
             out.append((rid, a.attempt, b.t_send - (a.t_send + (a.e2e or 0.0))))
     return out
 

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from chaos.errors import ChaosError
 from chaos.verify.verdict import Verdict

@@ -9,7 +9,7 @@ import json
 import time
 import urllib.error
 import urllib.request
-from typing import Callable
+from collections.abc import Callable
 from urllib.parse import urlparse
 
 from chaos.resilience import signing

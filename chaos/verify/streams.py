@@ -14,8 +14,9 @@ whole and equal to the truth, which passes as well as reporting the error does.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from chaos.verify.client_cmd import STREAM_ENV, ClientLimit, run_command, what_it_did
 from chaos.verify.verdict import Verdict
@@ -58,7 +59,7 @@ class Attempts:
         return any(l.get("rule") for l in self.lines)
 
     def retried_after_first_token(self) -> bool:
-        for prev, nxt in zip(self.lines, self.lines[1:]):
+        for prev, nxt in zip(self.lines, self.lines[1:], strict=False):
             if int(prev.get("output_tokens") or 0) > 0 and not nxt.get("resumed"):
                 return True
         return False
@@ -76,7 +77,7 @@ def attempts_for(answer: ClientAnswer, log: Iterable[dict[str, Any]], *, slack_s
 
 
 def _first_difference(shown: str, truth: str) -> str:
-    i = next((i for i, (a, b) in enumerate(zip(shown, truth)) if a != b), min(len(shown), len(truth)))
+    i = next((i for i, (a, b) in enumerate(zip(shown, truth, strict=False)) if a != b), min(len(shown), len(truth)))
     return f"at char {i}: shown {shown[max(0, i - 12):i + 12]!r}, truth {truth[max(0, i - 12):i + 12]!r}"
 
 
@@ -100,7 +101,7 @@ def client_verdict(name: str, answers: Sequence[ClientAnswer], attempts: Sequenc
         want = "the whole answer or an error"
     else:
         whole = [expect_whole or (at.says_hits and not at.hit) for at in _pad(attempts, len(answers))]
-        wrong = [a for a, w in zip(answers, whole) if a.ok != w]
+        wrong = [a for a, w in zip(answers, whole, strict=True) if a.ok != w]
         untouched = sum(1 for w in whole if w) if not expect_whole else 0
         want = "a whole answer" if expect_whole else "an error" + (f" ({untouched} not hit: whole)" if untouched else "")
     v.add("reported_right", want, f"{len(answers) - len(wrong)}/{len(answers)}", not wrong,
@@ -120,7 +121,7 @@ def client_verdict(name: str, answers: Sequence[ClientAnswer], attempts: Sequenc
 
 
 def _exits_and_order(v: Verdict, answers: Sequence[ClientAnswer], attempts: Sequence[Attempts]) -> None:
-    late = [(a, at) for a, at in zip(answers, attempts) if a.timed_out]
+    late = [(a, at) for a, at in zip(answers, attempts, strict=True) if a.timed_out]
     if late:
         a, at = late[-1]
         v.add("exited_in_time", 0, len(late), False,

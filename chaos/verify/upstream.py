@@ -9,7 +9,8 @@ analysis (chaos.verify.breaker.analyze) runs on it unchanged.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from chaos.load.records import RequestRecord
 

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from chaos.errors import SLOViolation
 
@@ -96,7 +97,7 @@ class Verdict:
         a, b = self.window
         return f"window {a:.3f}-{b:.3f} ({b - a:.1f} s)"
 
-    def assert_ok(self) -> "Verdict":
+    def assert_ok(self) -> Verdict:
         for hear in list(_JUDGED):
             hear(self)
         bad = self.failures
@@ -133,4 +134,3 @@ def fmt(v: Any) -> str:
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(fmt(x) for x in v[:8]) + (", ..." if len(v) > 8 else "") + "]"
     return str(v)
-

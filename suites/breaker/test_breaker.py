@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -23,19 +24,30 @@ from chaos import faults, plan
 from chaos.faults import http
 from chaos.observe.gateway import GatewayStateObserver
 from chaos.report import allure as rep
-from chaos.report.timeline import plot_breaker
-from chaos.verify.accounting import accounting_verdict
 from chaos.report.summary import add_breaker
+from chaos.report.timeline import plot_breaker
+from chaos.verify import gateway_state
+from chaos.verify.accounting import accounting_verdict
 from chaos.verify.anomaly import anomaly_verdict, observed_anomaly
 from chaos.verify.breaker import analyze, degrade_recovery_s
 from chaos.verify.breaker_sizes import NAMES, sizes, why_not, window_target
 from chaos.verify.breaker_table import spec_vs_observed, write_table
-from chaos.verify import gateway_state
 from suites.conftest import fault_proof, gateway_admin, requires
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from chaos.env.model import BreakerPolicy
+    from chaos.faults import Fault
+    from chaos.report.summary import SummaryCollector
+    from chaos.scenario import Scenario
+    from chaos.verify.breaker_sizes import Size
+    from chaos.verify.verdict import Verdict
+    from fixtures.stack import StackHandle
 
 LEAK_BYTES = 3 * 1024 * 1024  # per request: a trend the leak rule must see within its window
 # how each kind of fault goes into the canary replicas `names`, at the size the policy gave (s.size)
-FAULTS = {
+FAULTS: dict[str, Callable[[StackHandle, list[str], Size], list[Fault]]] = {
     "errors": lambda st, names, s: [http.http_error(st.fault_proxy(n), 500, fraction=s.size) for n in names],
     "latency": lambda st, names, s: [http.stream_stall(st.fault_proxy(n), after_tokens=1, seconds=s.size)
                                      for n in names],
@@ -48,20 +60,20 @@ FAULTS = {
 
 
 @pytest.fixture
-def gateway(stack):
+def gateway(stack: StackHandle) -> Iterator[StackHandle]:
     requires(stack.env, plan.no_breaker_view, plan.no_canary)
     _reset(stack)
     yield stack
     _reset(stack)
 
 
-def _reset(stack) -> None:
+def _reset(stack: StackHandle) -> None:
     """The operator's reset, where the gateway has one (the reference gateway's admin API)."""
     if stack.env.endpoints.gateway_admin:
         gateway_admin(stack, "POST", "/admin/reset")
 
 
-def _enough_canary_traffic(stack, size) -> None:
+def _enough_canary_traffic(stack: StackHandle, size: Size) -> None:
     """Skip early where even the capacity measured at warm-up cannot give the canary the calls per
     window that `size`'s tier needs (errors and latency: more calls never hurt those)."""
     p, rate = stack.env.breaker, stack.capacity_rps()
@@ -71,7 +83,7 @@ def _enough_canary_traffic(stack, size) -> None:
         pytest.skip(f"{why}; at most, from {rate:.1f} req/s measured at warm-up x canary_weight {p.canary_weight:g}")
 
 
-def _canary_calls(stack, canaries: list[str]) -> int:
+def _canary_calls(stack: StackHandle, canaries: list[str]) -> int:
     """Calls in the canary's breaker window: the gateway's own count where it has an admin API, else
     the calls its fault proxies passed (all of them: a health check is a call too, 1/s at most)."""
     if stack.env.endpoints.gateway_admin:
@@ -79,7 +91,7 @@ def _canary_calls(stack, canaries: list[str]) -> int:
     return sum(int(stack.fault_proxy(n).health().get("requests", 0)) for n in canaries)
 
 
-def _canary_window_full(stack, sc, canaries: list[str], target: int) -> int:
+def _canary_window_full(stack: StackHandle, sc: Scenario, canaries: list[str], target: int) -> int:
     """Hold the steady state until the canary's breaker window holds `target` calls (or 2 windows
     have passed); the calls it holds then.
 
@@ -109,10 +121,11 @@ def _canary_window_full(stack, sc, canaries: list[str], target: int) -> int:
     return calls[0]
 
 
-def _wait_closed(sc, obs, policy) -> None:
+def _wait_closed(sc: Scenario, obs: GatewayStateObserver, policy: BreakerPolicy) -> None:
     """Until the gateway's canary breaker is closed and STAYS closed: right after the revert the window
     still holds the fault's errors and may trip once more, a moment after the observer last read it."""
-    settle, closed_since = min(policy.window_s, 5.0), [None]
+    settle = min(policy.window_s, 5.0)
+    closed_since: list[float | None] = [None]
 
     def settled() -> bool:
         if obs.states.get("canary") != "closed":
@@ -135,7 +148,7 @@ PROVES = {"errors-below-degrade": ("breaker-degrade", "no trip below the error-r
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.proves(PROVES[n][0], part=PROVES[n][1]))
                                   for n in NAMES])
-def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
+def test_breaker_tier(gateway: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector, name: str) -> None:
     stack = gateway
     env = stack.env
     policy = env.breaker
@@ -153,7 +166,7 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
     sc.observe(env.endpoints.api)
     gateway_state.watch(sc, env)  # the gateway's own state metric, shown beside the black-box verdict
     obs = None
-    if admin:
+    if env.endpoints.gateway_admin:  # `admin`, narrowed to the URL
         token = env.gateway.admin_token if env.gateway else None
         obs = sc.add_observer(GatewayStateObserver(env.endpoints.gateway_admin, sc.timeline, token=token).start())
     with sc.phase("start load"):
@@ -194,7 +207,7 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
     stack.attribute_replicas(records)  # which replica served each request, where no pool header said so
     attempts = stack.upstream_attempts(load_t0, time.time()) or records
     stage1 = fault_proof(fault)
-    verdicts: list = [accounting_verdict(records, stack.server_log(records=records))]
+    verdicts: list[Verdict] = [accounting_verdict(records, stack.server_log(records=records))]
     analysis = analyze(attempts, policy, baseline_until=t0)
     try:
         if expect == "anomaly":

@@ -5,6 +5,8 @@ profile is sent to it directly; its output tokens per second and E2E P99 are jud
 environment's `degraded_floor`."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from chaos import plan
@@ -15,12 +17,22 @@ from chaos.stack.standby import standby_replica
 from chaos.verify.load import degraded_floor_verdict
 from suites.conftest import requires
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from chaos.report.summary import SummaryCollector
+    from chaos.scenario import Scenario
+    from fixtures.stack import StackHandle
+
 
 @pytest.mark.proves("degraded-floor")
-def test_degraded_mode_floor(stack, scenario, summary, tmp_path) -> None:
+def test_degraded_mode_floor(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector,
+                             tmp_path: Path) -> None:
     env = stack.env
     requires(env, plan.no_degraded_floor, plan.no_local_standby)
     floor = env.degraded_floor
+    assert floor is not None  # requires() skipped the test otherwise
     rep.labels(epic="Performance", feature="Load", story="degraded-mode floor", suite="load")
     rep.title(f"a replica with {floor.simulator or floor.vllm} against the floor: >= {floor.min_tokens_per_s:g} "
               f"tokens/s, E2E P99 <= {floor.max_e2e_p99_s:g} s")

@@ -8,6 +8,8 @@ command that records one; never a silent write.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import pytest
 
 from chaos.load import baseline as bl
@@ -17,8 +19,15 @@ from chaos.verify.accounting import accounting_verdict
 from chaos.verify.load import burst_drift, load_verdict, long_prompt_failures
 from chaos.verify.verdict import Verdict
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-def baseline_gpu(baseline: dict) -> Verdict:
+    from chaos.report.summary import SummaryCollector
+    from chaos.scenario import Scenario
+    from fixtures.stack import StackHandle
+
+
+def baseline_gpu(baseline: dict[str, Any]) -> Verdict:
     """The seed's baseline record holds the GPU's temperature and power; without them it is not proven."""
     v = Verdict("baseline GPU figures")
     gpu = baseline.get("gpu") or {}
@@ -39,7 +48,8 @@ PROVES = {"mix-7-2-1": ("mix-7-2-1", "xl-failure-rate", "baseline-gpu"),
 @pytest.mark.slow
 @pytest.mark.parametrize("workload", [pytest.param(w, marks=pytest.mark.proves(*PROVES.get(w, ())))
                                       for w in bl.WORKLOADS])
-def test_load_against_sla_and_baseline(stack, scenario, summary, workload: str) -> None:
+def test_load_against_sla_and_baseline(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector,
+                                       workload: str) -> None:
     env = stack.env
     rep.labels(epic="Performance", feature="Load", story=workload, suite="load")
     rep.title(f"{workload} against the SLAs and the stored baseline")

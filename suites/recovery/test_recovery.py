@@ -11,26 +11,37 @@ from __future__ import annotations
 
 import signal
 import time
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from chaos import budgets, faults, plan
 from chaos.pytest_plugin import hurt_params
 from chaos.report import allure as rep
-from chaos.stack.standby import standby_replica
 from chaos.report.summary import add_recovery
 from chaos.report.tables import latency_table
+from chaos.stack.standby import standby_replica
 from chaos.targets import admin_token
 from chaos.verify.accounting import accounting_verdict, fault_allowance
 from chaos.verify.recovery import recovery_verdict, served_by, steady_seen
 from chaos.verify.restart_policy import check_restart_policy
 from suites.conftest import fault_happened, requires
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from chaos.env.model import Target
+    from chaos.faults import Fault
+    from chaos.report.summary import SummaryCollector
+    from chaos.scenario import Scenario
+    from fixtures.stack import StackHandle
+
 # Poisson arrivals at the environment's load.rate_per_s (what its replicas are sized for)
-LOADS = {"steady-users": {}, "poisson": {"users": None, "shape": "rate"}}
+LOADS: dict[str, dict[str, Any]] = {"steady-users": {}, "poisson": {"users": None, "shape": "rate"}}
 
 
-def make_fault(kind: str, stack, name: str):
+def make_fault(kind: str, stack: StackHandle, name: str) -> Fault:
     """The fault objects of this suite, aimed at target `name`."""
     t = stack.target(name)
     cfg = stack.env.target(name)
@@ -43,11 +54,12 @@ def make_fault(kind: str, stack, name: str):
     if kind == "nccl-rank-freeze":  # the target was chosen with TP > 1 (chaos/hurt.py)
         return faults.rank_freeze(t, rank=1)
     if kind == "nccl-rank-link-cut":  # ... and a rank link through Toxiproxy
+        assert stack.toxiproxy is not None, f"target {name}: its rank links go through a Toxiproxy the stack lacks"
         return faults.rank_link_cut(stack.toxiproxy, cfg.rank_proxies[0])
     raise ValueError(kind)
 
 
-def engine_timeout_s(cfg) -> float:
+def engine_timeout_s(cfg: Target) -> float:
     """How long the engine waits on a frozen or cut-off rank before it dies (then its supervisor restarts it)."""
     return budgets.engine_timeout(cfg)[0]
 
@@ -56,7 +68,8 @@ def engine_timeout_s(cfg) -> float:
 INSTANT = {"gpu-driver-reset", "crash-sigkill", "engine-death-exit0"}
 
 
-def run_recovery(stack, scenario, summary, kind: str | None, load: str, name: str) -> None:
+def run_recovery(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector, kind: str | None, load: str,
+                 name: str) -> None:
     env = stack.env
     rep.labels(epic="Resilience", feature="Recovery", story=kind or "baseline", suite="recovery")
     rep.title(f"{kind or 'no fault (baseline)'} on {name} under {load} load")
@@ -65,12 +78,12 @@ def run_recovery(stack, scenario, summary, kind: str | None, load: str, name: st
     sc.observe(env.endpoints.api, source="api")
     with sc.phase("start load", profile=load):
         # long enough for the slowest allowed recovery plus the steady-state windows after it
-        sc.start_load(duration_s=2 * env.slas.recovery_s + 4 * sc.scaled(30) + 60, **LOADS[load],
-                      **({"rate": env.load.rate_per_s} if load == "poisson" else {}))
+        rate: dict[str, Any] = {"rate": env.load.rate_per_s} if load == "poisson" else {}
+        sc.start_load(duration_s=2 * env.slas.recovery_s + 4 * sc.scaled(30) + 60, **LOADS[load], **rate)
     sc.steady_state(2.0)
     target = stack.target(name)
     restarts_before = target.restart_count()
-    evidence: dict = {}
+    evidence: dict[str, Any] = {}
     if kind is None:
         sc.wait(sc.scaled(20), "no fault: same load, same observers")
         t_inject = t_end = time.time()
@@ -108,7 +121,8 @@ def run_recovery(stack, scenario, summary, kind: str | None, load: str, name: st
     stage1 = []
     if kind is not None:
         if kind == "gpu-driver-reset":  # the restart's own count: a supervisor's is not what it raised
-            checks = {"restart_count": lambda n, b=restarts_before: n is not None and n > b}
+            checks: dict[str, Callable[[Any], bool]] = {
+                "restart_count": lambda n: n is not None and n > restarts_before}
         else:
             checks = {"restarts_seen": lambda n: n >= 1}
         evidence["restarts_seen"] = restarts
@@ -137,9 +151,7 @@ MATRIX += [(k, "poisson") for k in ("gpu-driver-reset", "crash-sigkill")]
 PROVES = {"gpu-driver-reset": "gpu-driver-reset", "nccl-rank-freeze": "nccl-timeout", "nccl-rank-link-cut": "nccl-timeout"}
 
 
-
-
-def pytest_generate_tests(metafunc) -> None:
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Each (fault, load) of the matrix against every target the fault hurts; the id names the target."""
     if metafunc.function is test_replica_recovers:
         metafunc.parametrize("kind, load, target", hurt_params(
@@ -149,22 +161,25 @@ def pytest_generate_tests(metafunc) -> None:
 
 
 @pytest.mark.destructive
-def test_replica_recovers(stack, scenario, summary, kind: str, load: str, target: str) -> None:
+def test_replica_recovers(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector, kind: str,
+                          load: str, target: str) -> None:
     run_recovery(stack, scenario, summary, kind, load, target)
 
 
-def test_baseline_no_fault(stack, scenario, summary, kind: None, load: str, target: str) -> None:
+def test_baseline_no_fault(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector, kind: None,
+                           load: str, target: str) -> None:
     run_recovery(stack, scenario, summary, None, load, target)
 
 
-def _standby(stack, tmp_path, **changes):
+def _standby(stack: StackHandle, tmp_path: Path, **changes: Any) -> tuple[Target, Any]:
     """A new replica shaped like the smallest stable one, on free ports, reached directly (no proxies)."""
     requires(stack.env, plan.no_local_standby)
     return standby_replica(stack.env, run_id=stack.run_id, state_dir=tmp_path, **changes)
 
 
 @pytest.mark.proves("cold-start")
-def test_cold_start_of_a_new_replica(stack, scenario, summary, tmp_path) -> None:
+def test_cold_start_of_a_new_replica(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector,
+                                     tmp_path: Path) -> None:
     """Standby capacity: from `start` to the first real completion, against the cold-start SLA."""
     from chaos.stack.launcher import completion_ok
 
@@ -196,7 +211,7 @@ def test_cold_start_of_a_new_replica(stack, scenario, summary, tmp_path) -> None
 
 
 @pytest.mark.destructive
-def test_on_failure_policy_is_caught(stack, summary, tmp_path) -> None:
+def test_on_failure_policy_is_caught(stack: StackHandle, summary: SummaryCollector, tmp_path: Path) -> None:
     """Negative control: vLLM's engine death exits 0, so `restart: on-failure` never brings it back.
     The recovery check must fail, and say why."""
     env = stack.env
@@ -221,7 +236,7 @@ def test_on_failure_policy_is_caught(stack, summary, tmp_path) -> None:
     assert "on-failure" in msg and "exit code 0" in msg, msg
 
 
-def _serving(url: str, model: str):
+def _serving(url: str, model: str) -> Callable[[], bool]:
     """A real completion from the replica at `url` (not /health)."""
     from chaos.stack.launcher import completion_ok
 

@@ -10,6 +10,8 @@ A stage that fails its gate ends the release: the next never starts. The stages 
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from chaos import plan
@@ -17,10 +19,17 @@ from chaos.experiment.release_stages import no_release_admin, release_plan, run_
 from chaos.report import allure as rep
 from suites.conftest import requires
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from chaos.report.summary import SummaryCollector
+    from chaos.scenario import Scenario
+    from fixtures.stack import StackHandle
+
 
 @pytest.mark.slow
 @pytest.mark.proves("gray-release")
-def test_gray_release_stages(stack, scenario, summary) -> None:
+def test_gray_release_stages(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector) -> None:
     env = stack.env
     requires(env, plan.no_canary, no_release_admin)
     release, stages, source = release_plan()

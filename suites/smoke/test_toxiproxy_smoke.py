@@ -6,13 +6,18 @@ import socketserver
 import statistics
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import allure
 import pytest
 
 from chaos.faults.network import latency
+from chaos.report import allure as rep
 from chaos.stack.toxiproxy import ToxiproxyServer
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 class _Echo(socketserver.BaseRequestHandler):
@@ -28,7 +33,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def echo_proxy(tmp_path) -> Iterator[tuple[ToxiproxyServer, int]]:
+def echo_proxy(tmp_path: Path) -> Iterator[tuple[ToxiproxyServer, int]]:
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -55,9 +60,8 @@ def _round_trip_ms(port: int, n: int = 5) -> float:
     return statistics.median(times)
 
 
-@allure.epic("Smoke")
-@allure.feature("Toxiproxy")
-def test_latency_toxic_applies(echo_proxy: tuple[ToxiproxyServer, int], tmp_path) -> None:
+def test_latency_toxic_applies(echo_proxy: tuple[ToxiproxyServer, int], tmp_path: Path) -> None:
+    rep.labels(epic="Smoke", feature="Toxiproxy")
     toxi, port = echo_proxy
     with allure.step("baseline through the proxy"):
         base = _round_trip_ms(port)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import shlex
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -23,16 +24,36 @@ from chaos.faults import http
 from chaos.observe.gateway import gateway_failures
 from chaos.report import allure as rep
 from chaos.resilience.client import ResilientClient
-from chaos.verify.streams import (MAX_TOKENS, PROMPT, ClientAnswer, ClientLimit, attempts_for, client_verdict,
-                                  gateway_verdict, run_client_command, steady_run, steady_verdict)
+from chaos.verify.streams import (
+    MAX_TOKENS,
+    PROMPT,
+    ClientAnswer,
+    ClientLimit,
+    attempts_for,
+    client_verdict,
+    gateway_verdict,
+    run_client_command,
+    steady_run,
+    steady_verdict,
+)
 from suites.clients.test_backoff_compliance import EXAMPLES, _commands
 from suites.conftest import fault_proof, requires
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from chaos.env import Environment
+    from chaos.faults.http import HttpFault
+    from chaos.faults.proxy_admin import FaultProxyAdmin
+    from chaos.report.summary import SummaryCollector
+    from chaos.scenario import Scenario
+    from fixtures.stack import StackHandle
+
 # every replica gets the rule; the gateway picks which ones see traffic, so a rule alone may hit none
-CHAT = {"match": {"path": "/v1/chat/completions"}, "expect_hits": False}
+CHAT: dict[str, Any] = {"match": {"path": "/v1/chat/completions"}, "expect_hits": False}
 # case: (the fault at each replica's proxy, whether the client must get a whole answer (None: the
 # whole answer or an error), the seconds the fault adds to a request)
-CASES = {
+CASES: dict[str, tuple[Callable[[FaultProxyAdmin], HttpFault], bool | None, float]] = {
     "cut-after-3": (lambda p: http.stream_cut(p, after_tokens=3, **CHAT), False, 0.0),
     "cut-after-3-with-done": (lambda p: http.stream_cut(p, after_tokens=3, done=True, **CHAT), False, 0.0),
     "stall-1.5s-after-3": (lambda p: http.stream_stall(p, after_tokens=3, seconds=1.5, **CHAT), True, 1.5),
@@ -42,7 +63,7 @@ CASES = {
 REQUESTS = 3  # per client and case
 
 
-def _reference(env) -> ResilientClient:
+def _reference(env: Environment) -> ResilientClient:
     return ResilientClient(env.endpoints.api, env.retry, model=env.endpoints.model, timeout_s=10.0,
                            api_key=env.endpoints.api_key, served_by_header=env.breaker.pool_header)
 
@@ -55,14 +76,15 @@ def _ask(client: ResilientClient) -> ClientAnswer:
 
 
 @pytest.fixture
-def proxies(stack):
+def proxies(stack: StackHandle) -> list[FaultProxyAdmin]:
     requires(stack.env, plan.no_fault_proxies)
     names = [t.name for t in stack.env.targets if t.fault_proxy]
     return [stack.fault_proxy(n) for n in names]
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_stream_fault(stack, proxies, scenario, summary, case: str) -> None:
+def test_stream_fault(stack: StackHandle, proxies: list[FaultProxyAdmin], scenario: Callable[..., Scenario],
+                      summary: SummaryCollector, case: str) -> None:
     env = stack.env
     make, expect_whole, fault_extra_s = CASES[case]
     rep.labels(epic="Resilience", feature="Mid-stream faults", story=case, suite="streams")
@@ -82,7 +104,8 @@ def test_stream_fault(stack, proxies, scenario, summary, case: str) -> None:
                                       fault_extra_s=fault_extra_s)
     gw = env.endpoints.gateway_admin
     errors_before = gateway_failures(gw) if gw else None
-    fault = faults.AllOf([make(p) for p in proxies])
+    rules = [make(p) for p in proxies]
+    fault = faults.AllOf(rules)
     t0 = time.time()
     sc.inject(fault)
     answers: dict[str, list[ClientAnswer]] = {"reference": []}
@@ -95,7 +118,7 @@ def test_stream_fault(stack, proxies, scenario, summary, case: str) -> None:
                       f"({limit.why})"):
             answers[name] = [run_client_command(name, cmd, env.endpoints.api, timeout_s=limit.seconds)
                              for _ in range(REQUESTS)]
-    hits = sum(f.counters().get("hits", 0) for f in fault.faults)
+    hits = sum(f.counters().get("hits", 0) for f in rules)
     sc.revert()
     errors_after = gateway_failures(gw) if gw else None
     log = stack.proxy_rows(since=t0 - 5.0)  # the replicas' side, over HTTP
@@ -116,7 +139,8 @@ def test_stream_fault(stack, proxies, scenario, summary, case: str) -> None:
 
 @pytest.mark.parametrize("case, broken", [("cut-after-3", {"no_retry_of_started_stream", "shown_in_order"}),
                                           ("duplicate-after-3", {"shown_in_order", "reported_right"})])
-def test_naive_stream_client_is_caught(stack, proxies, scenario, summary, case: str, broken: set[str]) -> None:
+def test_naive_stream_client_is_caught(stack: StackHandle, proxies: list[FaultProxyAdmin], scenario: Callable[..., Scenario],
+                                       summary: SummaryCollector, case: str, broken: set[str]) -> None:
     """Negative control: a client that prints tokens as they come, trusts [DONE] and restarts a broken
     stream must fail the verdicts that protect users."""
     env = stack.env

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from chaos.env import available, load, parse
 from chaos.errors import ConfigError

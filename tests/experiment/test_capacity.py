@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from chaos.env.model import SLAs
-from chaos.experiment.capacity import Search, recovery_time, table_rows, plot
+from chaos.experiment.capacity import Search, plot, recovery_time, table_rows
 from chaos.experiment.hypothesis import Reading
 from chaos.experiment.runner import ExperimentRun, Status
 from chaos.load.records import RequestRecord

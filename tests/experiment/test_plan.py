@@ -2,7 +2,6 @@
 the shipped examples load against their environments."""
 from __future__ import annotations
 
-
 import pytest
 
 from chaos.env import load

@@ -6,9 +6,19 @@ import json
 
 import pytest
 
-from chaos.experiment import (AbortLimits, EventBus, Experiment, Journal, Status, StopSwitch, error_rate_below,
-                              p99_below, recovered, request_stop)
 from chaos.errors import FaultNotEffective
+from chaos.experiment import (
+    AbortLimits,
+    EventBus,
+    Experiment,
+    Journal,
+    Status,
+    StopSwitch,
+    error_rate_below,
+    p99_below,
+    recovered,
+    request_stop,
+)
 from chaos.experiment import events as ev
 from chaos.load.records import RequestRecord
 

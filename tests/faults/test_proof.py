@@ -115,6 +115,8 @@ def _docker_for_runs():
     import docker
 
     return docker.from_env()
+
+
 PYTEST_ROUNDS = int(os.environ.get("CHAOS_PROOF_PYTEST_ROUNDS", "20"))
 
 

@@ -88,4 +88,6 @@ async def upstream(name: str, mode: str = "ok"):
         yield up, f"http://{host}:{port}"
     finally:
         await runner.cleanup()
+
+
 STREAM_BODY = CHUNKS[0] + CHUNKS[1] + USAGE + CHUNKS[2]  # what an ok stream sends

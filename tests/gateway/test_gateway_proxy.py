@@ -5,11 +5,11 @@ import logging
 
 import aiohttp
 import pytest
+from gw_upstream import STREAM_BODY, upstream
 
 from chaos.env.model import BreakerPolicy
 from chaos.resilience.signing import sign
 from chaos.stack.gateway import GatewaySettings, Replica, serve
-from gw_upstream import STREAM_BODY, upstream
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "\uff28i \u2460"}], "stream": True}
 TOKEN = "admin-token-for-tests"

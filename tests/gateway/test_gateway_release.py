@@ -3,11 +3,11 @@ import asyncio
 import json
 
 import aiohttp
+from gw_upstream import STREAM_BODY, upstream
+from test_gateway_proxy import admin, post, settings
 
 from chaos.stack.gateway import Replica, serve
 from chaos.stack.gateway.release import MIRROR_HEADER, answer_text
-from gw_upstream import STREAM_BODY, upstream
-from test_gateway_proxy import admin, post, settings
 
 
 def test_only_admitted_requests_reach_the_canary():

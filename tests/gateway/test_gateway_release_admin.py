@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+from gw_upstream import upstream
+
 from chaos.env.model import Endpoints
 from chaos.experiment.release_stages import no_release_admin
 from chaos.stack.gateway import GatewaySettings, Replica, serve
-from gw_upstream import upstream
 
 TOKEN = "release-admin-token"
 

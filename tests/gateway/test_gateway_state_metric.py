@@ -5,13 +5,13 @@ import time
 from types import SimpleNamespace
 
 import aiohttp
+from gw_upstream import upstream
 
 from chaos.env.model import BreakerPolicy, Endpoints
 from chaos.observe.timeline import Timeline
 from chaos.stack.gateway import GatewaySettings, Replica, serve
 from chaos.verify import gateway_state as gs
 from chaos.verify.verdict import Verdict
-from gw_upstream import upstream
 
 TOKEN = "state-metric-token"
 

@@ -55,8 +55,8 @@ def test_the_shipped_lab_env_is_the_staging_example_with_the_labs_addresses() ->
 @pytest.fixture
 def deployed(lab_ssh, tmp_path):
     from chaos.lab_staging import deploy, undeploy
-    from tests._support import _image_reason
     from chaos.pytest_plugin import require_component
+    from tests._support import _image_reason
 
     require_component("docker", _image_reason(SIM_IMAGE))
     # the lab env's engines die 3 s into a frozen rank (as its recovery suite wants); here a rank must

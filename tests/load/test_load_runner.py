@@ -4,9 +4,9 @@ from __future__ import annotations
 import time
 
 import pytest
+from sse_server import SMALL_CLASSES
 
 from chaos.load.runner import run_load, start_load
-from sse_server import SMALL_CLASSES
 
 
 def _by_id(log):

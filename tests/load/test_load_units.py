@@ -12,8 +12,15 @@ from chaos.load.records import RequestRecord
 from chaos.load.runner import make_config, read_dir
 from chaos.load.sse import StreamMeter
 from chaos.load.stats import percentile, summarize
-from chaos.load.workloads import (MixWorkload, body, count_tokens, long_context_burst, make_workload,
-                                  shared_prefix_set, special_corpus)
+from chaos.load.workloads import (
+    MixWorkload,
+    body,
+    count_tokens,
+    long_context_burst,
+    make_workload,
+    shared_prefix_set,
+    special_corpus,
+)
 
 
 def _chat(content, model="m", finish=None):

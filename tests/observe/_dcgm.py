@@ -3,9 +3,9 @@ served over real HTTP on 127.0.0.1, editable between scrapes."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

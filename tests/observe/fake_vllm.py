@@ -83,8 +83,6 @@ class FakeVllm:
         self.server.server_close()
 
 
-
-
 def dead_url() -> str:
     """A URL nobody listens on (bound, then closed)."""
     import socket

@@ -8,10 +8,18 @@ from pathlib import Path
 import pytest
 
 from chaos.errors import ConfigError
-from tests._support import replayed
-from chaos.observe.gpu import (FIELDS, GpuObserver, GpuUnavailable, NvmlSource, ReplaySource, auto_source,
-                               energy_joules, tokens_per_joule)
+from chaos.observe.gpu import (
+    FIELDS,
+    GpuObserver,
+    GpuUnavailable,
+    NvmlSource,
+    ReplaySource,
+    auto_source,
+    energy_joules,
+    tokens_per_joule,
+)
 from chaos.observe.timeline import Timeline
+from tests._support import replayed
 
 TRACE = "/work/shared/data/h200/nvml_trace.json"
 

@@ -1,14 +1,14 @@
 """Health and completion probers against a switchable fake server; the metrics parser and scraper."""
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
 from chaos.observe.completion import CompletionProber, first_ok_after
 from chaos.observe.health import HealthProber, health_state
 from chaos.observe.metrics import MetricsScraper, parse_metrics, value
 from chaos.observe.timeline import Timeline
-import sys
-from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_vllm import METRICS, dead_url  # noqa: E402

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos.report.browser import find_chromium
 from chaos.pytest_plugin import require_component
+from chaos.report.browser import find_chromium
 from chaos.report.html import find_allure
 
 DATA = Path(__file__).parent / "data"

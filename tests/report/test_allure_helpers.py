@@ -162,7 +162,7 @@ def test_categories_match_the_same_way_in_javascript(tmp_path):
     proc = subprocess.run([node, "-e", script, json.dumps(cats), json.dumps(CASES)], capture_output=True, text=True,
                           timeout=30, check=True)
     got = json.loads(proc.stdout)
-    for (status, message, expected), names in zip(CASES, got):
+    for (_status, message, expected), names in zip(CASES, got, strict=True):
         assert len(names) == (expected is not None), (message, names)
         if expected:
             assert names[0].startswith(expected)

@@ -4,8 +4,7 @@ from __future__ import annotations
 import pytest
 
 from chaos.errors import ConfigError
-from chaos.report.checklist import (FAILED, NOT_PROVEN, PROVEN, SEED_CHECKLIST, Item, ScenarioResult, judge,
-                                    parse_items)
+from chaos.report.checklist import FAILED, NOT_PROVEN, PROVEN, SEED_CHECKLIST, Item, ScenarioResult, judge, parse_items
 from chaos.verify.verdict import Verdict
 
 ITEMS = (Item("a", "claim a"), Item("b", "claim b"))

@@ -29,7 +29,7 @@ def test_three_recovery_scenarios_with_7_3_and_0_failed_requests() -> None:
     s = SummaryCollector()
     scenarios = [(records(7), 4.213), (records(3, lost=1), 9.5), (records(0), 2.0)]
     verdicts = [accounting_verdict(recs, failed_max=10) for recs, _ in scenarios]
-    for av, (_, t) in zip(verdicts, scenarios):
+    for av, (_, t) in zip(verdicts, scenarios, strict=True):
         add_recovery(s, recovery(t), av, fault=True)
     assert [av.data["failed"] for av in verdicts] == [7, 3, 0]
     assert [av.data["lost"] for av in verdicts] == [0, 1, 0]

@@ -50,11 +50,11 @@ def test_latency_table_numbers_and_sla():
     t = latency_table(recs, {"short": LatencySLA(ttft_p99_s=1.0, e2e_p99_s=20.0),
                              "xl": LatencySLA(ttft_p99_s=1.0, e2e_p99_s=8.0)})
     short, xl = t.rows
-    col = dict(zip(t.headers, short))
+    col = dict(zip(t.headers, short, strict=True))
     assert col["class"] == "short" and col["attempts"] == 101 and col["errors"] == 1
     assert abs(col["e2e p99"] - 9.9) < 1e-9 and abs(col["ttft p50"] - 0.5) < 1e-9
     assert col["within sla"] is True
-    assert dict(zip(t.headers, xl))["within sla"] is False
+    assert dict(zip(t.headers, xl, strict=True))["within sla"] is False
     assert t.status == ["pass", "fail"]
 
 

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from chaos.errors import ConfigError
 from chaos.stack.sim.cli import parse_config
 from chaos.stack.sim.faults import parse_flag
-from chaos.errors import ConfigError
 from tests.sim.conftest import ROOT, Sim
 
 

@@ -83,7 +83,7 @@ def test_lru_eviction_order() -> None:
     a, b = pool.allocate(2), pool.allocate(2)
     assert a is not None and b is not None
     ha, hb = chain_hashes(list("abcdefgh"), 4), chain_hashes(list("ijklmnop"), 4)
-    for blk, h in zip(a + b, ha + hb):
+    for blk, h in zip(a + b, ha + hb, strict=True):
         pool.cache_block(blk, h)
     pool.release(a)  # freed first -> evicted first
     pool.release(b)

@@ -5,8 +5,9 @@ import json
 import os
 import signal
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -17,8 +18,7 @@ from chaos.faults.ledger import Ledger, cleanup
 from chaos.stack.launcher import EmbeddedStack, completion_ok
 from chaos.targets.docker import LABEL_RUN, LABEL_STATE, LABEL_TARGET
 from tests._support import require
-from tests.stack.stack_env import (cleanup_cli, env_ports, listening_inodes, proc_state, stack_processes, start_harness,
-                                   write_env)
+from tests.stack.stack_env import cleanup_cli, env_ports, listening_inodes, proc_state, stack_processes, start_harness, write_env
 
 IMAGE = "llm-chaos-sim:latest"
 pytestmark = pytest.mark.docker

@@ -13,8 +13,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,6 @@ from chaos.faults.ledger import Ledger
 from chaos.toxiproxy import Toxiproxy
 from tests._support import require
 from tests.stack.stack_env import REPO, cleanup_cli, env_ports, proc_state, stack_processes, start_harness, write_env
-
 
 
 def _wait_gone(marker: str, ports: set[int], timeout: float = 8.0) -> dict[int, str]:

@@ -96,7 +96,8 @@ def test_restart_and_kill_faults_bring_a_new_process_that_answers(target, policy
 def test_simulator_image_ranks_and_freeze(tmp_path, policy):
     """The image built offline from docker/: `chaos sim` with TP 2, rank 1 found via docker top and frozen."""
     require("image:llm-chaos-sim:latest")
-    from chaos.env import SimulatorOptions, Target as TargetConfig
+    from chaos.env import SimulatorOptions
+    from chaos.env import Target as TargetConfig
     from chaos.targets import make_target
 
     cfg = TargetConfig(name="simd", kind="docker", image="llm-chaos-sim:latest", port=free_port(), tp_size=2,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import signal
 import uuid
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -46,7 +46,8 @@ def stripped() -> str:
 
 @pytest.fixture(params=["local-engine", "remote-engine"])
 def target(request, stripped, tmp_path) -> Iterator[DockerTarget]:
-    from chaos.env import SimulatorOptions, Target as TargetConfig
+    from chaos.env import SimulatorOptions
+    from chaos.env import Target as TargetConfig
     from chaos.targets import make_target
 
     cfg = TargetConfig(name="bare", kind="docker", image=stripped, port=free_port(), tp_size=2,

@@ -61,7 +61,7 @@ def test_nice_lowers_the_process_and_its_autogroup_and_survives_a_restart(make_p
         if _autogroup_nice(os.getpid()) is not None:
             assert _autogroup_nice(pid) == 7 and _autogroup_nice(os.getpid()) != 7
         t.kill(signal.SIGKILL)
-        _wait(lambda: t.pid() not in (None, pid) and t.is_running())
+        _wait(lambda pid=pid: t.pid() not in (None, pid) and t.is_running())
     assert os.getpriority(os.PRIO_PROCESS, os.getpid()) == 0
 
 

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from chaos.env import SimulatorOptions, Target as TargetConfig
+from chaos.env import SimulatorOptions
+from chaos.env import Target as TargetConfig
 from chaos.faults import rank_freeze, sim_fault
 from chaos.faults.base import Policy
 from chaos.faults.ledger import Ledger

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from chaos.errors import TargetError
-
 from chaos.targets import titles
 
 VLLM_TP2 = [(10, "/venv/bin/python /tools/vllm serve model --port 8000"), (11, "VLLM::EngineCore"),

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 
-import yaml
-
 import pytest
+import yaml
 
 from chaos.env import load
 from chaos.errors import StackError

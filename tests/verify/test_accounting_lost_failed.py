@@ -2,7 +2,6 @@
 against 0); one that ended in an error the client saw is failed (judged against the fault's allowance)."""
 from __future__ import annotations
 
-
 import pytest
 
 from chaos.errors import SLOViolation

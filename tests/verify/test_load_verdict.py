@@ -7,11 +7,10 @@ import json
 
 import pytest
 
-from chaos.env.model import LatencySLA, SLAs
+from chaos.env.model import DegradedFloor, LatencySLA, SLAs
 from chaos.errors import ConfigError
 from chaos.load import baseline as bl
 from chaos.load.records import RequestRecord
-from chaos.env.model import DegradedFloor
 from chaos.verify.load import burst_drift, degraded_floor_verdict, load_verdict, long_prompt_failures, regressed_classes
 
 SLA = SLAs(latency={"short": LatencySLA(ttft_p99_s=0.5, e2e_p99_s=2.0), "xl": LatencySLA(ttft_p99_s=4.0, e2e_p99_s=8.0)},

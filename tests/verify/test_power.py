@@ -8,7 +8,7 @@ import pytest
 
 from chaos.env.model import BreakerPolicy
 from chaos.verify.breaker import binom_cdf
-from chaos.verify.power import (calls_needed, judgeable, reach_probability, tier_judgeable, wrong_outcome)
+from chaos.verify.power import calls_needed, judgeable, reach_probability, tier_judgeable, wrong_outcome
 
 
 def test_random_failures_at_half_the_tier_reach_it_in_a_quarter_of_200_call_windows():

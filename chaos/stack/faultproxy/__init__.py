@@ -9,13 +9,14 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any
 
 from chaos.errors import StackError
-from chaos.targets import _proc
 from chaos.faults.proxy_admin import FaultProxyAdmin
 from chaos.faults.tokens import TokenRef
+from chaos.targets import _proc
 
 SRC = Path(__file__).resolve().parent
 REPO = SRC.parents[2]
@@ -77,7 +78,7 @@ class FaultProxyServer:
         self._sleep = sleep
 
     @classmethod
-    def for_config(cls, cfg: Any, token: TokenRef, state_dir: str | os.PathLike[str]) -> "FaultProxyServer":
+    def for_config(cls, cfg: Any, token: TokenRef, state_dir: str | os.PathLike[str]) -> FaultProxyServer:
         d = Path(state_dir).resolve()
         return cls(cfg.name, cfg.listen, cfg.upstream, token, request_log=str(d / f"{cfg.name}.proxy.jsonl"),
                    log_path=d / f"{cfg.name}.faultproxy.log")
@@ -97,7 +98,7 @@ class FaultProxyServer:
             cmd += ["--request-log", self.request_log]
         return cmd
 
-    def start(self, timeout: float = 10.0) -> "FaultProxyServer":
+    def start(self, timeout: float = 10.0) -> FaultProxyServer:
         """Start the proxy and wait until /_chaos/health answers."""
         admin = self.admin()
         if admin.ping():
@@ -131,7 +132,7 @@ class FaultProxyServer:
             self._log.close()
             self._log = None
 
-    def __enter__(self) -> "FaultProxyServer":
+    def __enter__(self) -> FaultProxyServer:
         return self.start() if self.proc is None else self
 
     def __exit__(self, *exc: object) -> None:

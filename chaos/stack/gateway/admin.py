@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import hmac
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, generate_latest

@@ -5,8 +5,8 @@ import asyncio
 import contextlib
 import logging
 import re
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import AsyncIterator
 
 import aiohttp
 from aiohttp import web
@@ -93,7 +93,7 @@ async def _background(app: web.Application) -> None:
             try:
                 async with session.get(r.url + "/metrics", timeout=timeout) as resp:
                     page = await resp.read() if resp.status == 200 else b""
-            except (aiohttp.ClientError, asyncio.TimeoutError):
+            except (TimeoutError, aiohttp.ClientError):
                 page = b""
             rss, since = parse_rss(page), parse_started(page)
             if since is not None:

@@ -17,12 +17,12 @@ import random
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from chaos.env.model import BreakerPolicy
-from chaos.stack.gateway.breaker import (NORMAL, PROBE, STATE_CODES, RateBreaker, SlidingWindow, State, Transition,
-                                         WindowStats)
+from chaos.stack.gateway.breaker import NORMAL, PROBE, STATE_CODES, RateBreaker, SlidingWindow, State, Transition, WindowStats
 from chaos.stack.gateway.defects import ROLLBACK_FORGOTTEN_ON_RESTART
 from chaos.stack.gateway.release import MirrorLog, Release
 

@@ -131,7 +131,7 @@ class Proxy:
                 data = await up.read()
                 canary.update(status=up.status, text=answer_text(
                     data[:TEXT_LIMIT], sse=up.content_type.startswith("text/event-stream")))
-        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+        except (TimeoutError, aiohttp.ClientError) as e:
             canary["error"] = type(e).__name__
         canary["latency_s"] = round(time.monotonic() - t0, 4)
         pair["canary"] = canary
@@ -180,7 +180,7 @@ class Proxy:
                 return self._plain(502, error_json(502, f"gateway: upstream {pool}/{replica.name} closed the "
                                                         f"connection ({type(e).__name__})", "BadGateway"),
                                    rid, f"{pool}/{replica.name}")
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self._account(pool, replica, False, t0, permit)
                 return self._plain(504, error_json(504, "gateway: upstream timed out", "GatewayTimeout"),
                                    rid, f"{pool}/{replica.name}")
@@ -203,7 +203,7 @@ class Proxy:
         if not up.content_type.startswith("text/event-stream"):
             try:
                 data = await up.read()
-            except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+            except (TimeoutError, aiohttp.ClientError) as e:
                 self._account(pool, replica, False, t0, permit)
                 return self._plain(502, error_json(502, f"gateway: upstream cut the response ({type(e).__name__})",
                                                    "BadGateway"), rid, f"{pool}/{replica.name}")
@@ -223,7 +223,7 @@ class Proxy:
                     await resp.write(chunk)
                 except ConnectionResetError:
                     return resp  # the client went away: not the upstream's failure
-        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+        except (TimeoutError, aiohttp.ClientError) as e:
             self._account(pool, replica, False, t0, permit)
             log.warning("upstream %s/%s cut the stream: %s", pool, replica.name, type(e).__name__)
             if request.transport is not None:

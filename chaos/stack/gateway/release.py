@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 MIRROR_HEADER = "x-chaos-mirror"  # on each mirrored call, so replica-side logs can tell them apart
 TEXT_LIMIT = 64 * 1024            # bytes of one answer kept for comparison
@@ -42,7 +43,7 @@ class Release:
                 "mirror": self.mirror}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], current: "Release") -> "Release":
+    def from_json(cls, data: Mapping[str, Any], current: Release) -> Release:
         """`current` with the fields `data` gives; ReleaseError names a bad one."""
         admit, mirror = current.admit, current.mirror
         if "admit" in data:

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from chaos.errors import ConfigError
-from chaos.stack.sim.oom import OOM_LINE
 from chaos.stack.sim import faults as F
 from chaos.stack.sim import logpage
 from chaos.stack.sim import protocol as P
 from chaos.stack.sim.engine import Stream
+from chaos.stack.sim.oom import OOM_LINE
 from chaos.stack.sim.tokenizer import crashes_tokenizer
 
 # request ids: 128 random bits like vLLM's uuid4().hex, from a PRNG seeded once by the OS (a
@@ -24,7 +24,8 @@ _ID_BITS = random.Random(os.urandom(16)).getrandbits
 
 
 def _hex_id() -> str:
-    return "%032x" % _ID_BITS(128)
+    return f"{_ID_BITS(128):032x}"
+
 
 if TYPE_CHECKING:
     from chaos.stack.sim.server import SimServer
@@ -46,7 +47,7 @@ def _err(status: int, message: str, param: str | None = None) -> web.Response:
 class Api:
     """Request handlers bound to one SimServer."""
 
-    def __init__(self, srv: "SimServer") -> None:
+    def __init__(self, srv: SimServer) -> None:
         self.srv = srv
         self.cfg = srv.cfg
         self.names = (srv.cfg.name,)

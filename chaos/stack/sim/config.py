@@ -50,7 +50,7 @@ class SimConfig:
     def resolved_profile(self) -> Profile:
         return get_profile(self.profile)
 
-    def finalize(self) -> "SimConfig":
+    def finalize(self) -> SimConfig:
         """Fill profile defaults and check consistency; ConfigError names the flag."""
         prof = self.resolved_profile()
         self.max_num_seqs = self.max_num_seqs or prof.max_num_seqs

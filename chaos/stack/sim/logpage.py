@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 PAGE_DEFAULT = 1000
 PAGE_MAX_LINES = 10000

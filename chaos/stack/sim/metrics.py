@@ -7,7 +7,7 @@ and the standard `process_*` metrics come from prometheus_client's ProcessCollec
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Callable
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 
@@ -116,7 +116,7 @@ class Metrics:
     def _render_hist(self, name: str, h: Histogram, help_: str) -> str:
         lab, cum = self.labels, 0
         lines = [f"# HELP {name} {help_}\n# TYPE {name} histogram\n"]
-        for bound, c in zip(h.bounds, h.counts):
+        for bound, c in zip(h.bounds, h.counts, strict=False):
             cum += c
             lines.append(f'{name}_bucket{{{lab},le="{bound}"}} {_fmt(cum)}\n')
         cum += h.counts[-1]

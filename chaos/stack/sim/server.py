@@ -15,7 +15,8 @@ import os
 import signal
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -78,7 +79,7 @@ class SimServer:
                 self.tp.spawn()
                 await self.tp.handshake()
                 log.info("Tensor parallel workers ready: %s", self.tp.pids())
-        except (EngineDead, asyncio.TimeoutError) as e:
+        except (TimeoutError, EngineDead) as e:
             msg = e.lines[0] if isinstance(e, EngineDead) else "rank handshake timed out"
             log.error("RuntimeError: Engine core initialization failed. %s", msg)
             self._shutdown()
@@ -111,7 +112,7 @@ class SimServer:
         self._shutdown()
         try:
             await asyncio.wait_for(runner.cleanup(), 1.0)
-        except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - exiting anyway
+        except (TimeoutError, Exception):  # noqa: BLE001 - exiting anyway
             pass
         return code
 

@@ -14,7 +14,7 @@ import os
 import struct
 import subprocess
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from chaos.stack.sim.engine import EngineDead
 
@@ -38,7 +38,7 @@ class RankGroup:
 
     def __init__(self, listen_ports: list[int], connect: list[tuple[str, int]], timeout: float,
                  on_worker_death: Callable[[list[str]], None], listen_host: str = "127.0.0.1") -> None:
-        self.links = [RankLink(i + 1, p, c) for i, (p, c) in enumerate(zip(listen_ports, connect))]
+        self.links = [RankLink(i + 1, p, c) for i, (p, c) in enumerate(zip(listen_ports, connect, strict=True))]
         # the server's own address: a rank link through a Toxiproxy on another host must reach it
         self.listen_host = listen_host
         self.timeout = timeout
@@ -128,7 +128,7 @@ class RankGroup:
             try:
                 await asyncio.wait_for(asyncio.shield(self._waiter), min(warn, remaining))
                 return
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 if loop.time() - start < timeout:
                     log.warning("No available shared memory broadcast block found in %d seconds. "
                                 "This typically happens when some processes are hanging or doing "
