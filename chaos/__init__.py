@@ -1,4 +1,15 @@
-"""llm-chaos: chaos and resilience test harness for LLM inference services."""
+"""llm-chaos: chaos and resilience tests for LLM inference services. The front door.
+
+A team's own suite imports from here and nothing deeper (docs/own-suites.md; docs/api.md lists each
+name): the experiment (`Scenario`, `Experiment`), every fault (`rank_kill` kills one rank by index on
+any backend), the checks, the verdicts and the suite helpers. The `stack`, `scenario` and `summary`
+fixtures come with the installed pytest plugin. Every name but the errors is imported on first use
+(chaos/_front.py says from where), so `import chaos` costs what the errors cost.
+"""
+import importlib as _importlib
+import typing as _typing
+
+from chaos._front import FRONT as _FRONT
 from chaos.errors import (
     ChaosError,
     ConfigError,
@@ -11,8 +22,92 @@ from chaos.errors import (
     TargetError,
 )
 
+if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/api/test_front_door.py holds it to FRONT
+    from chaos.env import Environment as Environment, load as load_environment
+    from chaos.experiment import (
+        AbortLimits as AbortLimits, Experiment as Experiment, ExperimentRun as ExperimentRun,
+        Hypothesis as Hypothesis, recovered as recovered, Status as Status,
+    )
+    from chaos.experiment.budget import Budget as Budget
+    from chaos.faults import (
+        AllOf as AllOf, bandwidth as bandwidth, down as down, engine_death as engine_death, Fault as Fault,
+        jitter as jitter, kill as kill, latency as latency, limit_data as limit_data, pause as pause,
+        Policy as Policy, rank_freeze as rank_freeze, rank_kill as rank_kill, rank_link_cut as rank_link_cut,
+        reset_peer as reset_peer, restart as restart, Scheduled as Scheduled, sim_fault as sim_fault,
+        slicer as slicer, slow_close as slow_close, stop as stop, timeout as timeout,
+    )
+    from chaos.faults.gateway import misroute as misroute, release_stage as release_stage
+    from chaos.faults.http import (
+        duplicate_chunk as duplicate_chunk, error_chunk as error_chunk, hang as hang, header_fault as header_fault,
+        http_error as http_error, malformed_chunk as malformed_chunk, oom_error as oom_error,
+        rewrite_model as rewrite_model, slow_first_token as slow_first_token, slow_headers as slow_headers,
+        stream_cut as stream_cut, stream_stall as stream_stall,
+    )
+    from chaos.fixtures.stack import StackHandle as StackHandle
+    from chaos.load.stats import percentile as percentile
+    from chaos.pytest_plugin import hurt_params as hurt_params
+    from chaos.report.summary import (
+        add_breaker as add_breaker, add_recovery as add_recovery, SummaryCollector as SummaryCollector,
+    )
+    from chaos.report.tables import latency_table as latency_table, verdict_table as verdict_table
+    from chaos.scenario import Scenario as Scenario
+    from chaos.suite import (
+        fault_happened as fault_happened, fault_proof as fault_proof, gateway_admin as gateway_admin, judge as judge,
+        requires as requires,
+    )
+    from chaos.verify.accounting import accounting_verdict as accounting_verdict, fault_allowance as fault_allowance
+    from chaos.verify.anomaly import anomaly_verdict as anomaly_verdict, observed_anomaly as observed_anomaly
+    from chaos.verify.backoff_run import check_backoff as check_backoff
+    from chaos.verify.checks import (
+        all_of as all_of, Check as Check, error_rate_below as error_rate_below, evaluate as evaluate,
+        goodput_above as goodput_above, p50_below as p50_below, p99_below as p99_below,
+        percentile_below as percentile_below,
+    )
+    from chaos.verify.load import (
+        burst_drift as burst_drift, degraded_floor_verdict as degraded_floor_verdict, load_verdict as load_verdict,
+        long_prompt_failures as long_prompt_failures,
+    )
+    from chaos.verify.recovery import (
+        recovery_verdict as recovery_verdict, served_by as served_by, steady_seen as steady_seen,
+    )
+    from chaos.verify.restart_policy import check_restart_policy as check_restart_policy
+    from chaos.verify.retries import retry_verdict as retry_verdict
+    from chaos.verify.signing import signing_verdict as signing_verdict
+    from chaos.verify.verdict import Row as Row, Verdict as Verdict
+    from chaos import faults as faults
+    from chaos import plan as plan
+    from chaos import budgets as budgets
+    from chaos.report import allure as evidence
+
 __version__ = "0.1.0"
-__all__ = [
-    "ChaosError", "ConfigError", "FaultError", "FaultNotEffective", "LoadError", "SafetyError",
-    "SLOViolation", "StackError", "TargetError", "__version__",
+__all__ = [  # the errors, then FRONT in its order (tests/api/test_front_door.py)
+    "ChaosError", "ConfigError", "FaultError", "FaultNotEffective", "LoadError", "SafetyError", "SLOViolation",
+    "StackError", "TargetError", "__version__", "Environment", "load_environment", "Scenario", "Budget",
+    "Experiment", "ExperimentRun", "AbortLimits", "Hypothesis", "Status", "recovered", "Fault", "AllOf", "Scheduled",
+    "Policy", "restart", "kill", "pause", "stop", "engine_death", "rank_kill", "rank_freeze", "rank_link_cut",
+    "latency", "jitter", "bandwidth", "down", "timeout", "reset_peer", "slicer", "slow_close", "limit_data",
+    "http_error", "oom_error", "hang", "slow_headers", "slow_first_token", "stream_stall", "stream_cut",
+    "error_chunk", "malformed_chunk", "duplicate_chunk", "rewrite_model", "header_fault", "misroute",
+    "release_stage", "sim_fault", "Check", "all_of", "evaluate", "p50_below", "p99_below", "percentile_below",
+    "error_rate_below", "goodput_above", "percentile", "Verdict", "Row", "accounting_verdict", "fault_allowance",
+    "recovery_verdict", "served_by", "steady_seen", "check_restart_policy", "load_verdict", "burst_drift",
+    "long_prompt_failures", "degraded_floor_verdict", "retry_verdict", "signing_verdict", "anomaly_verdict",
+    "observed_anomaly", "check_backoff", "requires", "judge", "fault_happened", "fault_proof", "gateway_admin",
+    "hurt_params", "StackHandle", "SummaryCollector", "add_recovery", "add_breaker", "latency_table",
+    "verdict_table", "faults", "plan", "budgets", "evidence",
 ]
+
+
+def __getattr__(name: str) -> _typing.Any:
+    """Import a front-door name on first use and keep it (PEP 562)."""
+    where = _FRONT.get(name)
+    if where is None:
+        raise AttributeError(f"module 'chaos' has no attribute {name!r}")
+    module = _importlib.import_module(where[0])
+    value = module if where[1] is None else getattr(module, where[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

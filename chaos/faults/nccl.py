@@ -1,4 +1,4 @@
-"""NCCL-style faults: freeze one tensor-parallel rank (SIGSTOP) or cut its link (Toxiproxy timeout)."""
+"""NCCL-style faults: freeze one tensor-parallel rank (SIGSTOP), kill it (SIGKILL) or cut its link (Toxiproxy timeout)."""
 from __future__ import annotations
 
 import signal
@@ -85,8 +85,45 @@ class RankFreeze(Fault):
             pass  # the rank died meanwhile: nothing is left stopped
 
 
+class RankKill(RankFreeze):
+    """SIGKILL one rank by index (a GPU fallen off the bus under one worker): the engine's worker monitor
+    sees it die and the engine dies with it; proven by that rank's process being gone. Nothing to undo:
+    the replica's supervisor (restart_policy) brings the whole engine back; revert waits until it serves."""
+
+    kind, destructive = "rank-kill", True
+
+    def _plan(self) -> list[str]:
+        return [f"SIGKILL {self._which()} of {self.target.name} (pid {self.pid or '<found at inject>'})"]
+
+    def _undo(self) -> list[dict[str, Any]]:
+        return []  # a dead process cannot be continued; the supervisor restarts the engine
+
+    def _apply(self) -> None:
+        assert self.pid is not None
+        self.target.signal(self.pid, signal.SIGKILL)
+
+    def _check(self) -> None:
+        assert self.pid is not None
+        state = self.target.proc_state(self.pid)
+        alive = state not in (None, "Z", "X") and self.target.proc_start(self.pid) == self._start
+        if alive:
+            raise FaultNotEffective(f"{self._which()} pid {self.pid} of {self.target.name} is still alive "
+                                    f"(state {state!r}) after SIGKILL", fault=self.kind)
+        self.evidence["killed_rank_pid"] = self.pid
+
+    def _unapply(self) -> None:
+        pass  # the engine died with its rank; the scenario waits for the replica to serve again
+
+
+def rank_kill(target: Target, rank: int = 1, **kw: Any) -> RankKill:
+    """Kill TP rank `rank` of one replica (pp_rank=, dp_rank= for a PP/DP layout), on any backend whose
+    ranks are processes: the simulator, vLLM as a process or in a container."""
+    return RankKill(target, rank, **kw)
+
+
 def rank_freeze(target: Target, rank: int = 1, **kw: Any) -> RankFreeze:
-    """Freeze TP rank `rank` (pp_rank=, dp_rank= for a PP/DP layout)."""
+    """Freeze TP rank `rank` of one replica (pp_rank=, dp_rank= for a PP/DP layout), on any backend whose
+    ranks are processes."""
     return RankFreeze(target, rank, **kw)
 
 
