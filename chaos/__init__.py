@@ -29,6 +29,11 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/api/te
         Hypothesis as Hypothesis, recovered as recovered, Status as Status,
     )
     from chaos.experiment.budget import Budget as Budget
+    from chaos.experiment.release_stages import (
+        no_release_admin as no_release_admin, release_plan as release_plan, run_stages as run_stages,
+    )
+    from chaos.explore.schedule import load_schedule as load_schedule
+    from chaos.explore.wiring import explorer_for as explorer_for
     from chaos.faults import (
         AllOf as AllOf, bandwidth as bandwidth, down as down, engine_death as engine_death, Fault as Fault,
         jitter as jitter, kill as kill, latency as latency, limit_data as limit_data, pause as pause,
@@ -45,19 +50,33 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/api/te
     )
     from chaos.fixtures.stack import StackHandle as StackHandle
     from chaos.load.stats import percentile as percentile
+    from chaos.load.workloads import DEFAULT_CLASSES as DEFAULT_CLASSES, special_corpus as special_corpus
+    from chaos.observe.gateway import gateway_failures as gateway_failures, GatewayStateObserver as GatewayStateObserver
+    from chaos.observe.metrics import MetricsScraper as MetricsScraper
+    from chaos.observe.timeline import Timeline as Timeline
     from chaos.pytest_plugin import hurt_params as hurt_params
     from chaos.report.summary import (
         add_breaker as add_breaker, add_recovery as add_recovery, SummaryCollector as SummaryCollector,
     )
     from chaos.report.tables import latency_table as latency_table, verdict_table as verdict_table
+    from chaos.report.timeline import plot_breaker as plot_breaker
+    from chaos.resilience.client import ResilientClient as ResilientClient
     from chaos.scenario import Scenario as Scenario
     from chaos.suite import (
-        fault_happened as fault_happened, fault_proof as fault_proof, gateway_admin as gateway_admin, judge as judge,
-        requires as requires,
+        client_commands as client_commands, fault_happened as fault_happened, fault_proof as fault_proof,
+        gateway_admin as gateway_admin, judge as judge, requires as requires,
     )
     from chaos.verify.accounting import accounting_verdict as accounting_verdict, fault_allowance as fault_allowance
     from chaos.verify.anomaly import anomaly_verdict as anomaly_verdict, observed_anomaly as observed_anomaly
     from chaos.verify.backoff_run import check_backoff as check_backoff
+    from chaos.verify.breaker import analyze as analyze_breaker, degrade_recovery_s as degrade_recovery_s
+    from chaos.verify.breaker_sizes import (
+        NAMES as BREAKER_SIZE_NAMES, sizes as breaker_sizes, why_not as breaker_size_why_not,
+        window_target as breaker_window_target,
+    )
+    from chaos.verify.breaker_table import (
+        spec_vs_observed as breaker_spec_vs_observed, write_table as write_breaker_table,
+    )
     from chaos.verify.checks import (
         all_of as all_of, Check as Check, error_rate_below as error_rate_below, evaluate as evaluate,
         goodput_above as goodput_above, p50_below as p50_below, p99_below as p99_below,
@@ -67,17 +86,30 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/api/te
         burst_drift as burst_drift, degraded_floor_verdict as degraded_floor_verdict, load_verdict as load_verdict,
         long_prompt_failures as long_prompt_failures,
     )
+    from chaos.verify.prefix import (
+        prefix_counters as prefix_counters, prefix_verdict as prefix_verdict, PrefixRun as PrefixRun,
+    )
     from chaos.verify.recovery import (
         recovery_verdict as recovery_verdict, served_by as served_by, steady_seen as steady_seen,
     )
     from chaos.verify.restart_policy import check_restart_policy as check_restart_policy
     from chaos.verify.retries import retry_verdict as retry_verdict
+    from chaos.verify.secrets import env_secrets as env_secrets, scan as scan_secrets, token_files as token_files
     from chaos.verify.signing import signing_verdict as signing_verdict
+    from chaos.verify.streams import (
+        attempts_for as stream_attempts_for, client_verdict as client_verdict, ClientAnswer as ClientAnswer,
+        ClientLimit as ClientLimit, gateway_verdict as stream_gateway_verdict, MAX_TOKENS as STREAM_MAX_TOKENS,
+        PROMPT as STREAM_PROMPT, run_client_command as run_client_command, steady_run as stream_steady_run,
+        steady_verdict as stream_steady_verdict,
+    )
     from chaos.verify.verdict import Row as Row, Verdict as Verdict
     from chaos import faults as faults
     from chaos import plan as plan
     from chaos import budgets as budgets
     from chaos.report import allure as evidence
+    from chaos.load import baseline as baseline
+    from chaos.verify import gateway_state as gateway_state
+    from chaos.resilience import signing as signing
 
 __version__ = "0.1.0"
 __all__ = [  # the errors, then FRONT in its order (tests/api/test_front_door.py)
@@ -93,8 +125,15 @@ __all__ = [  # the errors, then FRONT in its order (tests/api/test_front_door.py
     "recovery_verdict", "served_by", "steady_seen", "check_restart_policy", "load_verdict", "burst_drift",
     "long_prompt_failures", "degraded_floor_verdict", "retry_verdict", "signing_verdict", "anomaly_verdict",
     "observed_anomaly", "check_backoff", "requires", "judge", "fault_happened", "fault_proof", "gateway_admin",
-    "hurt_params", "StackHandle", "SummaryCollector", "add_recovery", "add_breaker", "latency_table",
-    "verdict_table", "faults", "plan", "budgets", "evidence",
+    "client_commands", "hurt_params", "StackHandle", "SummaryCollector", "add_recovery", "add_breaker",
+    "latency_table", "verdict_table", "analyze_breaker", "degrade_recovery_s", "BREAKER_SIZE_NAMES", "breaker_sizes",
+    "breaker_size_why_not", "breaker_window_target", "breaker_spec_vs_observed", "write_breaker_table",
+    "GatewayStateObserver", "gateway_failures", "plot_breaker", "STREAM_MAX_TOKENS", "STREAM_PROMPT", "ClientAnswer",
+    "ClientLimit", "stream_attempts_for", "client_verdict", "stream_gateway_verdict", "run_client_command",
+    "stream_steady_run", "stream_steady_verdict", "ResilientClient", "env_secrets", "scan_secrets", "token_files",
+    "DEFAULT_CLASSES", "special_corpus", "MetricsScraper", "Timeline", "PrefixRun", "prefix_counters",
+    "prefix_verdict", "explorer_for", "load_schedule", "no_release_admin", "release_plan", "run_stages", "faults",
+    "plan", "budgets", "evidence", "baseline", "gateway_state", "signing",
 ]
 
 

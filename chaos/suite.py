@@ -1,6 +1,7 @@
 """Shared helpers for the suites: scenario verdict staging and the standard evidence attachments."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Iterable
 
 from chaos.observe.gateway import env_admin_call
@@ -70,6 +71,16 @@ def fault_proof(fault: Any, *, together: bool = False) -> Verdict:
             v.add(f"{f.kind} @ {where}".strip(" @"), "verified", "verified" if f.record_id else None,
                   f.record_id is not None, ", ".join(f"{k}={ev[k]}" for k in list(ev)[:4]))
     return v
+
+
+def client_commands(env: Any, examples: Path) -> dict[str, str]:
+    """The environment's `client_commands`, else llm-chaos's reference client (examples/clients) as one."""
+    import shlex
+    import sys
+
+    return dict(env.client_commands) or {
+        "reference (python, subprocess)": f"{shlex.quote(sys.executable)} {examples / 'reference_client.py'} "
+                                          f"{{base_url}} --env {shlex.quote(env.source)} --timeout 5"}
 
 
 def gateway_admin(stack, method: str, path: str, body: dict | None = None) -> dict:

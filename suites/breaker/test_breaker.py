@@ -19,28 +19,21 @@ from pathlib import Path
 
 import pytest
 
-from chaos import faults, plan
-from chaos.faults import http
-from chaos.observe.gateway import GatewayStateObserver
-from chaos.report import allure as rep
-from chaos.report.timeline import plot_breaker
-from chaos.verify.accounting import accounting_verdict
-from chaos.report.summary import add_breaker
-from chaos.verify.anomaly import anomaly_verdict, observed_anomaly
-from chaos.verify.breaker import analyze, degrade_recovery_s
-from chaos.verify.breaker_sizes import NAMES, sizes, why_not, window_target
-from chaos.verify.breaker_table import spec_vs_observed, write_table
-from chaos.verify import gateway_state
-from suites.conftest import fault_proof, gateway_admin, requires
+from chaos import (
+    accounting_verdict, add_breaker, analyze_breaker, anomaly_verdict, BREAKER_SIZE_NAMES, breaker_size_why_not,
+    breaker_sizes, breaker_spec_vs_observed, breaker_window_target, degrade_recovery_s, evidence as rep, fault_proof,
+    faults, gateway_admin, gateway_state, GatewayStateObserver, http_error, observed_anomaly, oom_error, plan,
+    plot_breaker, requires, stream_stall, write_breaker_table,
+)
 
 LEAK_BYTES = 3 * 1024 * 1024  # per request: a trend the leak rule must see within its window
 # how each kind of fault goes into the canary replicas `names`, at the size the policy gave (s.size)
 FAULTS = {
-    "errors": lambda st, names, s: [http.http_error(st.fault_proxy(n), 500, fraction=s.size) for n in names],
-    "latency": lambda st, names, s: [http.stream_stall(st.fault_proxy(n), after_tokens=1, seconds=s.size)
+    "errors": lambda st, names, s: [http_error(st.fault_proxy(n), 500, fraction=s.size) for n in names],
+    "latency": lambda st, names, s: [stream_stall(st.fault_proxy(n), after_tokens=1, seconds=s.size)
                                      for n in names],
     # one replica answers exactly N OOMs, then none: the gateway counts them per pool, at any canary rate
-    "oom-burst": lambda st, names, s: [http.oom_error(st.fault_proxy(names[0]), limit=int(s.size))],
+    "oom-burst": lambda st, names, s: [oom_error(st.fault_proxy(names[0]), limit=int(s.size))],
     # a leak happens inside the engine: only the simulator can grow its own memory
     "leak": lambda st, names, s: [faults.sim_fault(st.direct_url(n), st.admin_token(), "leak",
                                                    bytes_per_request=LEAK_BYTES) for n in names],
@@ -67,7 +60,7 @@ def _enough_canary_traffic(stack, size) -> None:
     p, rate = stack.env.breaker, stack.capacity_rps()
     if rate is None or size.kind not in ("errors", "latency"):
         return
-    if (why := why_not(p, size, int(rate * p.canary_weight * p.window_s))) is not None:
+    if (why := breaker_size_why_not(p, size, int(rate * p.canary_weight * p.window_s))) is not None:
         pytest.skip(f"{why}; at most, from {rate:.1f} req/s measured at warm-up x canary_weight {p.canary_weight:g}")
 
 
@@ -134,14 +127,14 @@ PROVES = {"errors-below-degrade": ("breaker-degrade", "no trip below the error-r
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.proves(PROVES[n][0], part=PROVES[n][1]))
-                                  for n in NAMES])
+                                  for n in BREAKER_SIZE_NAMES])
 def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
     stack = gateway
     env = stack.env
     policy = env.breaker
     admin = bool(env.endpoints.gateway_admin)
     kind = env.gateway.kind if env.gateway else "external"
-    size = sizes(policy)[name]
+    size = breaker_sizes(policy)[name]
     expect, hold = size.expect, size.hold_s
     if name == "leak-trend":
         requires(env, plan.no_simulator_canary)
@@ -161,8 +154,8 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
         # 8 closed-loop users, or the environment's own count where its gateway needs more to be busy
         sc.start_load(duration_s=240.0, users=max(8, env.load.users))
     sc.steady_state(max(3.0, policy.window_s * 0.5))
-    calls = _canary_window_full(stack, sc, canaries, window_target(policy, size))
-    if (why := why_not(policy, size, calls)) is not None:  # can this many calls per window tell the tiers apart?
+    calls = _canary_window_full(stack, sc, canaries, breaker_window_target(policy, size))
+    if (why := breaker_size_why_not(policy, size, calls)) is not None:  # can this many calls per window tell the tiers apart?
         pytest.skip(why)
     fault = faults.AllOf(FAULTS[size.kind](stack, canaries, size))
     t0 = time.time()
@@ -195,16 +188,16 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
     attempts = stack.upstream_attempts(load_t0, time.time()) or records
     stage1 = fault_proof(fault)
     verdicts: list = [accounting_verdict(records, stack.server_log(records=records))]
-    analysis = analyze(attempts, policy, baseline_until=t0)
+    analysis = analyze_breaker(attempts, policy, baseline_until=t0)
     try:
         if expect == "anomaly":
             states = sc.timeline.series("gateway", "pool_state") if admin else None
             verdicts.insert(0, anomaly_verdict(attempts, policy, t0, t1, name, state_samples=states))
             observed = observed_anomaly(verdicts[0])
         else:
-            table, seen, analysis = spec_vs_observed(attempts, records, policy, expect=expect, fault=(t0, t1),
+            table, seen, analysis = breaker_spec_vs_observed(attempts, records, policy, expect=expect, fault=(t0, t1),
                                                      until=until, gateway=kind)
-            write_table(Path(env.state_dir) / "breaker-tables.jsonl", name, kind, expect, table, seen)
+            write_breaker_table(Path(env.state_dir) / "breaker-tables.jsonl", name, kind, expect, table, seen)
             verdicts.insert(0, table)
             observed = seen.tier
     finally:

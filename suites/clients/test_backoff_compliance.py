@@ -4,18 +4,11 @@ command listed in the environment's `client_commands` is judged the same way; a 
 loop is the negative control and must be caught."""
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 
 import pytest
 
-from chaos.errors import SLOViolation
-from chaos.report import allure as rep
-from chaos.resilience.client import ResilientClient
-from chaos.verify.backoff_run import check_backoff
-from chaos.verify.verdict import Verdict
-from suites.conftest import judge
+from chaos import check_backoff, client_commands, evidence as rep, judge, ResilientClient, SLOViolation, Verdict
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "clients"
 FAILURES = {"503": {}, "429-retry-after-0.2s": {"failure": "429", "retry_after": 0.2}, "reset": {"failure": "reset"}}
@@ -38,12 +31,6 @@ def test_reference_client_complies(chaos_env, summary, failure: str) -> None:
     judge("the client behaved", [v])
 
 
-def _commands(env) -> dict[str, str]:
-    return dict(env.client_commands) or {
-        "reference (python, subprocess)": f"{shlex.quote(sys.executable)} {EXAMPLES / 'reference_client.py'} "
-                                          f"{{base_url}} --env {shlex.quote(env.source)} --timeout 5"}
-
-
 @pytest.mark.proves("retry-interval-500ms", "exponential-backoff")
 @pytest.mark.parametrize("name", ["listed"])
 def test_listed_client_commands_comply(chaos_env, summary, name: str) -> None:
@@ -54,7 +41,7 @@ def test_listed_client_commands_comply(chaos_env, summary, name: str) -> None:
                         "the environment lists no client_commands: only llm-chaos's reference client was judged")
         judge("whose clients", [mine])
     failures = []
-    for cname, cmd in _commands(chaos_env).items():
+    for cname, cmd in client_commands(chaos_env, EXAMPLES).items():
         with rep.phase(f"client command {cname}"):
             v = check_backoff(cmd, chaos_env.retry, failure="503", fail_first=3, clients=6,
                               model=chaos_env.endpoints.model)
@@ -62,7 +49,7 @@ def test_listed_client_commands_comply(chaos_env, summary, name: str) -> None:
                 judge(cname, [v])
             except SLOViolation as e:
                 failures.append(f"{cname}: {e}")
-    summary.count("clients", "checked", len(_commands(chaos_env)))
+    summary.count("clients", "checked", len(client_commands(chaos_env, EXAMPLES)))
     assert not failures, "; ".join(failures)
 
 

@@ -8,12 +8,8 @@ import urllib.request
 
 import pytest
 
-from chaos import plan
+from chaos import accounting_verdict, evidence as rep, judge, plan, requires, Verdict
 
-from chaos.report import allure as rep
-from chaos.verify.accounting import accounting_verdict
-from chaos.verify.verdict import Verdict
-from suites.conftest import judge, requires
 
 BAD_REQUESTS = {
     "not-json": (b"{not json", "application/json"),
@@ -82,7 +78,7 @@ def test_bad_request_gets_4xx(stack, case: str) -> None:
 
 def _emoji_prompts() -> list[str]:
     """The whole special-character corpus: emoji-dense rows, some not NFC-normalized (as users type them)."""
-    from chaos.load.workloads import special_corpus
+    from chaos import special_corpus
 
     return [r["text"] for r in special_corpus()]
 

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.load import baseline as bl
-from chaos.report import allure as rep
-from chaos.report.tables import latency_table
-from chaos.verify.accounting import accounting_verdict
-from chaos.verify.load import burst_drift, load_verdict, long_prompt_failures
-from chaos.verify.verdict import Verdict
+from chaos import (
+    accounting_verdict, baseline as bl, burst_drift, evidence as rep, latency_table, load_verdict, long_prompt_failures,
+    Verdict,
+)
 
 
 def baseline_gpu(baseline: dict) -> Verdict:

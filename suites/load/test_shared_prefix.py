@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.load.workloads import DEFAULT_CLASSES
-from chaos.observe.metrics import MetricsScraper
-from chaos.observe.timeline import Timeline
-from chaos.report import allure as rep
-from chaos.report.tables import latency_table
-from chaos.verify.prefix import PrefixRun, prefix_counters, prefix_verdict
+from chaos import (
+    DEFAULT_CLASSES, evidence as rep, latency_table, MetricsScraper, prefix_counters, prefix_verdict, PrefixRun,
+    Timeline,
+)
 
 N = 1000
 SUFFIX_TOKENS = 64  # chaos.load.workloads.shared_prefix_set's unique tail

@@ -10,14 +10,10 @@ import time
 
 import pytest
 
-from chaos import faults, plan
-from chaos.load.stats import percentile
-from chaos.report import allure as rep
-from chaos.report.tables import latency_table
-from chaos.verify.accounting import accounting_verdict
-from chaos.verify.retries import retry_verdict
-from chaos.verify.verdict import Verdict
-from suites.conftest import fault_happened, requires
+from chaos import (
+    accounting_verdict, evidence as rep, fault_happened, faults, latency_table, percentile, plan, requires,
+    retry_verdict, Verdict,
+)
 
 TOXICS = {
     # name: (factory, load overrides, seconds held before scaling)

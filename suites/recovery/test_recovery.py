@@ -14,17 +14,10 @@ import time
 
 import pytest
 
-from chaos import budgets, faults, plan
-from chaos.pytest_plugin import hurt_params
-from chaos.report import allure as rep
-from chaos.stack.standby import standby_replica
-from chaos.report.summary import add_recovery
-from chaos.report.tables import latency_table
-from chaos.targets import admin_token
-from chaos.verify.accounting import accounting_verdict, fault_allowance
-from chaos.verify.recovery import recovery_verdict, served_by, steady_seen
-from chaos.verify.restart_policy import check_restart_policy
-from suites.conftest import fault_happened, requires
+from chaos import (
+    accounting_verdict, add_recovery, budgets, check_restart_policy, evidence as rep, fault_allowance,
+    fault_happened, faults, hurt_params, latency_table, plan, recovery_verdict, requires, served_by, steady_seen,
+)
 
 # Poisson arrivals at the environment's load.rate_per_s (what its replicas are sized for)
 LOADS = {"steady-users": {}, "poisson": {"users": None, "shape": "rate"}}
@@ -94,7 +87,7 @@ def run_recovery(stack, scenario, summary, kind: str | None, load: str, name: st
         try:
             sc.wait_recovered(t_end, env.slas.recovery_s * 2)
         except AssertionError:
-            check_restart_policy(target, env.target(name), _serving(stack.direct_url(name), env.endpoints.model),
+            check_restart_policy(target, env.target(name), lambda: stack.serves(stack.direct_url(name)),
                                  wait_s=0.1)  # names the policy if that is why
             raise
     window = sc.scaled(30)
@@ -160,14 +153,12 @@ def test_baseline_no_fault(stack, scenario, summary, kind: None, load: str, targ
 def _standby(stack, tmp_path, **changes):
     """A new replica shaped like the smallest stable one, on free ports, reached directly (no proxies)."""
     requires(stack.env, plan.no_local_standby)
-    return standby_replica(stack.env, run_id=stack.run_id, state_dir=tmp_path, **changes)
+    return stack.standby(tmp_path, **changes)
 
 
 @pytest.mark.proves("cold-start")
 def test_cold_start_of_a_new_replica(stack, scenario, summary, tmp_path) -> None:
     """Standby capacity: from `start` to the first real completion, against the cold-start SLA."""
-    from chaos.stack.launcher import completion_ok
-
     env = stack.env
     rep.labels(epic="Resilience", feature="Recovery", story="cold start (standby SLA)", suite="recovery")
     cfg, target = _standby(stack, tmp_path)
@@ -178,13 +169,13 @@ def test_cold_start_of_a_new_replica(stack, scenario, summary, tmp_path) -> None
             t0 = time.time()
             target.start()
         with sc.phase("wait until it serves a real completion"):
-            sc.poll(lambda: completion_ok(url, env.endpoints.model, 2.0), timeout=env.slas.cold_start_s * 2,
+            sc.poll(lambda: stack.serves(url), timeout=env.slas.cold_start_s * 2,
                     every=0.05)
             took = time.time() - t0
         logs = target.logs(40)
     finally:
         target.remove()
-    from chaos.verify.verdict import Verdict
+    from chaos import Verdict
 
     v = Verdict("cold start", window=(t0, t0 + took))
     v.add("time_to_serve_s", env.slas.cold_start_s, round(took, 3), took <= env.slas.cold_start_s,
@@ -208,10 +199,10 @@ def test_on_failure_policy_is_caught(stack, summary, tmp_path) -> None:
         target.start()
         target.wait_healthy(env.slas.cold_start_s)
         with rep.phase("engine death (exit 0) on a replica with restart: on-failure"):
-            faults.engine_death(target, cfg.backend, sim_url=url, token=admin_token(tmp_path)).inject()
+            faults.engine_death(target, cfg.backend, sim_url=url, token=stack.admin_token(tmp_path)).inject()
         with pytest.raises(AssertionError) as caught:
             with rep.phase("expect: it never comes back, and the verdict says why"):
-                check_restart_policy(target, cfg, _serving(url, env.endpoints.model),
+                check_restart_policy(target, cfg, lambda: stack.serves(url),
                                      wait_s=min(env.slas.recovery_s, 10.0))
     finally:
         target.remove()
@@ -220,9 +211,3 @@ def test_on_failure_policy_is_caught(stack, summary, tmp_path) -> None:
     summary.set("recovery", on_failure_caught="yes")
     assert "on-failure" in msg and "exit code 0" in msg, msg
 
-
-def _serving(url: str, model: str):
-    """A real completion from the replica at `url` (not /health)."""
-    from chaos.stack.launcher import completion_ok
-
-    return lambda: completion_ok(url, model, timeout=2.0)

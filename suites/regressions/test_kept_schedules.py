@@ -9,11 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos import plan
-from chaos.explore.wiring import explorer_for
-from chaos.explore.schedule import load_schedule
-from chaos.report import allure as rep
-from suites.conftest import requires
+from chaos import evidence as rep, explorer_for, load_schedule, plan, requires
 
 KEPT = sorted(Path(__file__).parent.glob("schedule-*.yaml"))
 

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from chaos import plan
-from chaos.experiment.release_stages import no_release_admin, release_plan, run_stages
-from chaos.report import allure as rep
-from suites.conftest import requires
+from chaos import evidence as rep, no_release_admin, plan, release_plan, requires, run_stages
 
 
 @pytest.mark.slow

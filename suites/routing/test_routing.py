@@ -12,17 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from chaos import faults, plan
-from chaos.errors import SLOViolation
-from chaos.faults import http
-from chaos.faults.gateway import misroute
-from chaos.report import allure as rep
-from chaos.resilience import signing
-from chaos.verify.accounting import accounting_verdict
-from chaos.verify.secrets import env_secrets, scan, token_files
-from chaos.verify.signing import signing_verdict
-from chaos.verify.verdict import Verdict
-from suites.conftest import fault_proof, judge, requires
+from chaos import (
+    accounting_verdict, env_secrets, evidence as rep, fault_proof, faults, judge, misroute, plan, requires,
+    rewrite_model, scan_secrets, signing, signing_verdict, SLOViolation, token_files, Verdict,
+)
 
 CHAT = "/v1/chat/completions"
 
@@ -114,7 +107,7 @@ def test_answers_from_another_model_are_detected(stack, scenario, summary) -> No
     rep.labels(epic="Traffic switching", feature="Routing", story="answers from another model", suite="routing")
     sc = scenario("routing-wrong-model")
     injected = 0.05
-    fault = faults.AllOf([http.rewrite_model(stack.fault_proxy(n), "another-model", fraction=injected) for n in names])
+    fault = faults.AllOf([rewrite_model(stack.fault_proxy(n), "another-model", fraction=injected) for n in names])
     sc.inject(fault)
     # a share needs requests, not seconds: each replica's rule must have matched enough requests for
     # 2 hits (40 at 5 %); a real-vLLM canary gets under 1 req/s, so 15 s gave it 12 and no hit at all
@@ -158,6 +151,6 @@ def test_secrets_never_written(stack, request, tmp_path_factory, summary) -> Non
     alluredir = request.config.getoption("allure_report_dir", default=None)
     if alluredir:
         roots.append(Path(alluredir))
-    found = scan(roots, held, exclude=token_files(stack.env))
+    found = scan_secrets(roots, held, exclude=token_files(stack.env))
     summary.set("routing", secret_leaks=len(found.hits), secrets_checked=len(held))
     judge("secrets", [found.verdict()])

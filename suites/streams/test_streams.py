@@ -15,29 +15,29 @@ from __future__ import annotations
 import shlex
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from chaos import faults, plan
-from chaos.faults import http
-from chaos.observe.gateway import gateway_failures
-from chaos.report import allure as rep
-from chaos.resilience.client import ResilientClient
-from chaos.verify.streams import (MAX_TOKENS, PROMPT, ClientAnswer, ClientLimit, attempts_for, client_verdict,
-                                  gateway_verdict, run_client_command, steady_run, steady_verdict)
-from suites.clients.test_backoff_compliance import EXAMPLES, _commands
-from suites.conftest import fault_proof, requires
+from chaos import (
+    client_commands, client_verdict, ClientAnswer, ClientLimit, duplicate_chunk, error_chunk, evidence as rep,
+    fault_proof, faults, gateway_failures, plan, requires, ResilientClient, run_client_command, stream_attempts_for,
+    stream_cut, stream_gateway_verdict, STREAM_MAX_TOKENS, STREAM_PROMPT, stream_stall, stream_steady_run,
+    stream_steady_verdict,
+)
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "clients"  # the reference and the naive clients
 
 # every replica gets the rule; the gateway picks which ones see traffic, so a rule alone may hit none
 CHAT = {"match": {"path": "/v1/chat/completions"}, "expect_hits": False}
 # case: (the fault at each replica's proxy, whether the client must get a whole answer (None: the
 # whole answer or an error), the seconds the fault adds to a request)
 CASES = {
-    "cut-after-3": (lambda p: http.stream_cut(p, after_tokens=3, **CHAT), False, 0.0),
-    "cut-after-3-with-done": (lambda p: http.stream_cut(p, after_tokens=3, done=True, **CHAT), False, 0.0),
-    "stall-1.5s-after-3": (lambda p: http.stream_stall(p, after_tokens=3, seconds=1.5, **CHAT), True, 1.5),
-    "error-chunk-after-3": (lambda p: http.error_chunk(p, after_tokens=3, **CHAT), False, 0.0),
-    "duplicate-after-3": (lambda p: http.duplicate_chunk(p, after_tokens=3, **CHAT), None, 0.0),
+    "cut-after-3": (lambda p: stream_cut(p, after_tokens=3, **CHAT), False, 0.0),
+    "cut-after-3-with-done": (lambda p: stream_cut(p, after_tokens=3, done=True, **CHAT), False, 0.0),
+    "stall-1.5s-after-3": (lambda p: stream_stall(p, after_tokens=3, seconds=1.5, **CHAT), True, 1.5),
+    "error-chunk-after-3": (lambda p: error_chunk(p, after_tokens=3, **CHAT), False, 0.0),
+    "duplicate-after-3": (lambda p: duplicate_chunk(p, after_tokens=3, **CHAT), None, 0.0),
 }
 REQUESTS = 3  # per client and case
 
@@ -48,7 +48,7 @@ def _reference(env) -> ResilientClient:
 
 
 def _ask(client: ResilientClient) -> ClientAnswer:
-    r = client.chat(PROMPT, stream=True, max_tokens=MAX_TOKENS, temperature=0)
+    r = client.chat(STREAM_PROMPT, stream=True, max_tokens=STREAM_MAX_TOKENS, temperature=0)
     first, last = r.records[0], r.records[-1]
     return ClientAnswer("reference", r.ok, r.text, finish_reason=last.finish_reason, error=last.error,
                         request_id=r.request_id, window=(first.t_send, last.t_end), order=last.stream_order)
@@ -74,11 +74,11 @@ def test_stream_fault(stack, proxies, scenario, summary, case: str) -> None:
         assert truth.ok and truth.shown, f"no fault-free answer to compare with: {truth.error}"
         # with no fault nothing may have been dropped as a repeat: the count check itself would be wrong
         assert "dropped" not in (truth.order or ""), f"the fault-free answer had repeats: {truth.order}"
-    commands = _commands(env)
+    commands = client_commands(env, EXAMPLES)
     steady: dict[str, tuple[ClientAnswer, ClientLimit]] = {}
     for name, cmd in commands.items():
         with sc.phase(f"client command {name}: one fault-free run, for its time limit"):
-            steady[name] = steady_run(name, cmd, env.endpoints.api, env.retry.deadline_s, truth,
+            steady[name] = stream_steady_run(name, cmd, env.endpoints.api, env.retry.deadline_s, truth,
                                       fault_extra_s=fault_extra_s)
     gw = env.endpoints.gateway_admin
     errors_before = gateway_failures(gw) if gw else None
@@ -99,12 +99,12 @@ def test_stream_fault(stack, proxies, scenario, summary, case: str) -> None:
     sc.revert()
     errors_after = gateway_failures(gw) if gw else None
     log = stack.proxy_rows(since=t0 - 5.0)  # the replicas' side, over HTTP
-    verdicts = [client_verdict(name, got, [attempts_for(a, log) for a in got], truth=truth.shown,
+    verdicts = [client_verdict(name, got, [stream_attempts_for(a, log) for a in got], truth=truth.shown,
                                truth_finish=truth.finish_reason, expect_whole=expect_whole)
                 for name, got in answers.items()]
-    verdicts += [steady_verdict(name, ran, truth.shown) for name, (ran, _) in steady.items()]
-    verdicts.append(gateway_verdict(errors_before, errors_after, hits, expect_failures=expect_whole is not True))
-    rep.attach_text("\n".join(f"{n}: ok={a.ok} error={a.error} attempts={len(attempts_for(a, log).lines)} "
+    verdicts += [stream_steady_verdict(name, ran, truth.shown) for name, (ran, _) in steady.items()]
+    verdicts.append(stream_gateway_verdict(errors_before, errors_after, hits, expect_failures=expect_whole is not True))
+    rep.attach_text("\n".join(f"{n}: ok={a.ok} error={a.error} attempts={len(stream_attempts_for(a, log).lines)} "
                               f"window={a.window[0]:.3f}-{a.window[1]:.3f} shown={a.shown!r}"
                               for n, got in answers.items() for a in got)
                     + f"\ntruth: {truth.shown!r} ({truth.finish_reason})", "answers")
@@ -131,7 +131,7 @@ def test_naive_stream_client_is_caught(stack, proxies, scenario, summary, case: 
         got = [run_client_command("naive", cmd, env.endpoints.api, timeout_s=30) for _ in range(REQUESTS)]
     sc.revert()
     log = stack.proxy_rows(since=t0 - 5.0)  # the replicas' side, over HTTP
-    v = client_verdict("naive", got, [attempts_for(a, log) for a in got], truth=truth.shown,
+    v = client_verdict("naive", got, [stream_attempts_for(a, log) for a in got], truth=truth.shown,
                        truth_finish=truth.finish_reason, expect_whole=CASES[case][1])
     failed = {r.check for r in v.failures}
     rep.attach_text("\n".join(r.line() for r in v.rows), "naive client verdict (expected to fail)")
