@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import signal
+import time
 from typing import Any
 
 from chaos.errors import FaultError, FaultNotEffective, TargetError
@@ -87,8 +88,9 @@ class RankFreeze(Fault):
 
 class RankKill(RankFreeze):
     """SIGKILL one rank by index (a GPU fallen off the bus under one worker): the engine's worker monitor
-    sees it die and the engine dies with it; proven by that rank's process being gone. Nothing to undo:
-    the replica's supervisor (restart_policy) brings the whole engine back; revert waits until it serves."""
+    sees it die and the engine dies with it. Proven by that rank's process being gone. Nothing can be
+    undone (the ledger's undo is empty); revert waits for the replica's supervisor (restart_policy) to
+    bring the engine back and for /health, and says in `evidence["engine_restarted"]` whether it did."""
 
     kind, destructive = "rank-kill", True
 
@@ -100,19 +102,25 @@ class RankKill(RankFreeze):
 
     def _apply(self) -> None:
         assert self.pid is not None
+        self._restarts = self.target.restart_count()
         self.target.signal(self.pid, signal.SIGKILL)
 
     def _check(self) -> None:
         assert self.pid is not None
         state = self.target.proc_state(self.pid)
-        alive = state not in (None, "Z", "X") and self.target.proc_start(self.pid) == self._start
-        if alive:
+        if state not in (None, "Z", "X") and self.target.proc_start(self.pid) == self._start:
             raise FaultNotEffective(f"{self._which()} pid {self.pid} of {self.target.name} is still alive "
                                     f"(state {state!r}) after SIGKILL", fault=self.kind)
         self.evidence["killed_rank_pid"] = self.pid
 
     def _unapply(self) -> None:
-        pass  # the engine died with its rank; the scenario waits for the replica to serve again
+        deadline = time.monotonic() + self.policy.recover_timeout_s
+        while self.target.restart_count() == self._restarts and time.monotonic() < deadline:
+            self.policy.sleep(0.05)
+        self.evidence["engine_restarted"] = self.target.restart_count() != self._restarts
+        if not self.target.is_running():
+            self.target.start()
+        self.target.wait_healthy(max(1.0, deadline - time.monotonic()))
 
 
 def rank_kill(target: Target, rank: int = 1, **kw: Any) -> RankKill:

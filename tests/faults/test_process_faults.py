@@ -58,7 +58,7 @@ def test_rank_freeze_stops_exactly_one_rank_and_continues_it(target, policy):
     assert policy.ledger.outstanding() == []
 
 
-def test_rank_kill_kills_exactly_one_rank_and_leaves_nothing_to_undo(target, policy):
+def test_rank_kill_kills_exactly_one_rank_and_revert_waits_for_the_restart(target, policy):
     t = target("--ranks", "3")
     main, rank1, rank2 = _ranks(t, 3)
     f = rank_kill(t, rank=1).using(policy)
@@ -68,8 +68,21 @@ def test_rank_kill_kills_exactly_one_rank_and_leaves_nothing_to_undo(target, pol
     assert _proc.state(main) not in (None, "Z", "X") and _proc.state(rank2) not in (None, "Z", "X")
     (rec,) = policy.ledger.outstanding()
     assert rec["undo"] == []  # a dead rank is not continued: the replica's supervisor restarts the engine
+    os.kill(main, signal.SIGKILL)  # the engine dies of its rank (the tiny server does not watch its ranks)
     f.revert()
+    assert f.evidence["engine_restarted"] is True and t.restart_count() == 1 and t.health()
     assert policy.ledger.outstanding() == []
+
+
+def test_rank_kill_says_when_the_engine_did_not_restart(target, tmp_path):
+    from chaos.faults import Ledger, Policy
+
+    t = target("--ranks", "2")
+    _ranks(t, 2)
+    f = rank_kill(t, rank=1).using(Policy(ledger=Ledger(tmp_path / "s"), verify_timeout_s=3.0, recover_timeout_s=0.5))
+    f.inject()
+    f.revert()
+    assert f.evidence["engine_restarted"] is False and t.restart_count() == 0
 
 
 def test_rank_kill_of_a_missing_rank_is_a_clear_error(target, policy):
