@@ -28,7 +28,7 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/api/te
         AbortLimits as AbortLimits, Experiment as Experiment, ExperimentRun as ExperimentRun,
         Hypothesis as Hypothesis, recovered as recovered, Status as Status,
     )
-    from chaos.experiment.budget import Budget as Budget
+    from chaos.experiment.budget import Budget as Budget, PhaseBudget as PhaseBudget
     from chaos.experiment.release_stages import (
         no_release_admin as no_release_admin, release_plan as release_plan, run_stages as run_stages,
     )
@@ -115,11 +115,11 @@ __version__ = "0.1.0"
 __all__ = [  # the errors, then FRONT in its order (tests/api/test_front_door.py)
     "ChaosError", "ConfigError", "FaultError", "FaultNotEffective", "LoadError", "SafetyError", "SLOViolation",
     "StackError", "TargetError", "__version__", "Environment", "load_environment", "Scenario", "Budget",
-    "Experiment", "ExperimentRun", "AbortLimits", "Hypothesis", "Status", "recovered", "Fault", "AllOf", "Scheduled",
-    "Policy", "restart", "kill", "pause", "stop", "engine_death", "rank_kill", "rank_freeze", "rank_link_cut",
-    "latency", "jitter", "bandwidth", "down", "timeout", "reset_peer", "slicer", "slow_close", "limit_data",
-    "http_error", "oom_error", "hang", "slow_headers", "slow_first_token", "stream_stall", "stream_cut",
-    "error_chunk", "malformed_chunk", "duplicate_chunk", "rewrite_model", "header_fault", "misroute",
+    "PhaseBudget", "Experiment", "ExperimentRun", "AbortLimits", "Hypothesis", "Status", "recovered", "Fault",
+    "AllOf", "Scheduled", "Policy", "restart", "kill", "pause", "stop", "engine_death", "rank_kill", "rank_freeze",
+    "rank_link_cut", "latency", "jitter", "bandwidth", "down", "timeout", "reset_peer", "slicer", "slow_close",
+    "limit_data", "http_error", "oom_error", "hang", "slow_headers", "slow_first_token", "stream_stall",
+    "stream_cut", "error_chunk", "malformed_chunk", "duplicate_chunk", "rewrite_model", "header_fault", "misroute",
     "release_stage", "sim_fault", "Check", "all_of", "evaluate", "p50_below", "p99_below", "percentile_below",
     "error_rate_below", "goodput_above", "percentile", "Verdict", "Row", "accounting_verdict", "fault_allowance",
     "recovery_verdict", "served_by", "steady_seen", "check_restart_policy", "load_verdict", "burst_drift",

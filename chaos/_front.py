@@ -11,6 +11,7 @@ FRONT: dict[str, tuple[str, str | None]] = {
     "load_environment": ("chaos.env", "load"),
     "Scenario": ("chaos.scenario", "Scenario"),
     "Budget": ("chaos.experiment.budget", "Budget"),
+    "PhaseBudget": ("chaos.experiment.budget", "PhaseBudget"),
     "Experiment": ("chaos.experiment", "Experiment"),
     "ExperimentRun": ("chaos.experiment", "ExperimentRun"),
     "AbortLimits": ("chaos.experiment", "AbortLimits"),

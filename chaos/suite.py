@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from chaos.observe.gateway import env_admin_call
 from chaos.report import allure as rep
@@ -10,7 +10,7 @@ from chaos.report.tables import verdict_table
 from chaos.verify.verdict import Verdict
 
 
-def requires(env, *needs) -> None:
+def requires(env: Any, *needs: Callable[[Any], str | None]) -> None:
     """Skip with the first unmet requirement's reason: the same questions `chaos env check` asks
     (chaos.plan), so its table and the run agree."""
     import pytest
@@ -83,6 +83,6 @@ def client_commands(env: Any, examples: Path) -> dict[str, str]:
                                           f"{{base_url}} --env {shlex.quote(env.source)} --timeout 5"}
 
 
-def gateway_admin(stack, method: str, path: str, body: dict | None = None) -> dict:
+def gateway_admin(stack: Any, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
     """Call the gateway's admin API (Bearer token from the environment); returns its JSON."""
     return env_admin_call(stack.env, method, path, body or {})
