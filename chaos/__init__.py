@@ -1,7 +1,7 @@
 """llm-chaos: chaos and resilience tests for LLM inference services. The front door.
 
-A team's own suite imports from here and nothing deeper (docs/own-suites.md; docs/api.md lists each
-name): the experiment (`Scenario`, `Experiment`), every fault (`rank_kill` kills one rank by index on
+A team's own suite imports from here and nothing deeper (docs/own-suites.md walks through one and
+lists each name): the experiment (`Scenario`, `Experiment`), every fault (`rank_kill` kills one rank by index on
 any backend), the checks, the verdicts and the suite helpers. The `stack`, `scenario` and `summary`
 fixtures come with the installed pytest plugin. Every name but the errors is imported on first use
 (chaos/_front.py says from where), so `import chaos` costs what the errors cost.
