@@ -20,7 +20,9 @@ ENV_NAME_KEY = pytest.StashKey[str]()
 GPU_KEY = pytest.StashKey[str]()
 READ_KEY = pytest.StashKey[bool]()
 
-pytest_plugins = ["chaos.pytest_checklist"]  # the release checklist and --require-proven
+# the release checklist and --require-proven; the suite fixtures (stack, scenario, summary, extra_gateway)
+pytest_plugins = ["chaos.pytest_checklist", "chaos.fixtures.stack", "chaos.fixtures.scenario", "chaos.fixtures.report",
+                  "chaos.fixtures.gateway", "chaos.fixtures.toxiproxy"]
 
 MARKERS = {
     "destructive": "hurts the target (restart, kill, freeze); refused on protected environments",

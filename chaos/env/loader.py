@@ -13,6 +13,8 @@ from chaos.env import schema_errors
 from chaos.env.model import Environment
 from chaos.errors import ConfigError
 
+# the environments the wheel carries (`local`, the embedded default: links to environments/ in the clone)
+BUILTIN_DIR = Path(__file__).parent / "builtin"
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -45,6 +47,8 @@ def resolve_path(name_or_path: str, env_dir: Path | None = None) -> Path:
         return p
     d = env_dir or environments_dir()
     p = d / f"{name_or_path}.yaml"
+    if not p.exists() and env_dir is None and (BUILTIN_DIR / f"{name_or_path}.yaml").is_file():
+        return BUILTIN_DIR / f"{name_or_path}.yaml"  # no environments/ file of that name: the one the wheel carries
     if not p.exists():
         names = ", ".join(available(d)) or f"none in {d}"
         raise ConfigError(f"--env {name_or_path}: unknown environment (available: {names})")
@@ -171,10 +175,22 @@ def parse(text: str, source: str | Path, environ: Mapping[str, str] | None = Non
         schema_errors.raise_for(path, node, raw, e)
     except (TypeError, ValueError) as e:  # a validator hit something odd, e.g. unhashable keys
         raise ConfigError(f"{path}: invalid value: {str(e).splitlines()[0]}") from None
-    env.state_dir = str(state_dir_for(env.state_dir, path))
-    env._source = str(path.resolve()) if path.exists() else str(path)
+    if path.parent == BUILTIN_DIR:
+        # never inside the installed package; the same for every process and working directory
+        env.state_dir = str(builtin_state_root(environ) / Path(env.state_dir).name)
+        env._source = str(path)  # not the link's target: a child process loads the built-in again
+    else:
+        env.state_dir = str(state_dir_for(env.state_dir, path))
+        env._source = str(path.resolve()) if path.exists() else str(path)
     env._unset_unused = dropped
     return env
+
+
+def builtin_state_root(environ: Mapping[str, str]) -> Path:
+    """Where a built-in environment keeps its state (pidfiles, logs, ledger): $XDG_STATE_HOME/llm-chaos,
+    else ~/.local/state/llm-chaos."""
+    base = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base).expanduser() / "llm-chaos"
 
 
 def state_dir_for(state_dir: str, source: str | Path) -> Path:

@@ -66,6 +66,7 @@ class Recovered:
 
 
 def recovered(within: float) -> Recovered:
+    """An `until` condition: the stack serves again within `within` seconds of the fault's revert."""
     return Recovered(within)
 
 

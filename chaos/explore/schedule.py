@@ -112,6 +112,7 @@ class Schedule(BaseModel):
 
 
 def load_schedule(path: str | Path) -> Schedule:
+    """Read and validate an explore schedule file (YAML); a bad one is a one-line ConfigError."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")

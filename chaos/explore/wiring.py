@@ -14,6 +14,7 @@ from chaos.explore.explorer import Explorer
 
 def explorer_for(env: Any, stack: Any, out_dir: Path, bus: EventBus, stop: StopSwitch, *, allow_destructive: bool,
                  server_log: Callable[[list[Any]], Any]) -> Explorer:
+    """An explorer wired to the environment's stack, load and faults (what `chaos explore` runs)."""
     from chaos.experiment.gameday import make_fault
     from chaos.experiment.plan import PlanFault
     from chaos.load.runner import start_env_load

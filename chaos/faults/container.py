@@ -171,16 +171,20 @@ class StopFault(_TargetFault):
 
 
 def restart(target: Target, **kw: Any) -> RestartFault:
+    """Restart the target (a container restart stands in for a GPU driver reset)."""
     return RestartFault(target, **kw)
 
 
 def kill(target: Target, sig: int = signal.SIGKILL, **kw: Any) -> KillFault:
+    """Kill the target's process or container with `sig`; its restart policy must bring it back."""
     return KillFault(target, sig, **kw)
 
 
 def pause(target: Target, **kw: Any) -> PauseFault:
+    """Freeze the whole target (SIGSTOP or docker pause); the revert resumes it."""
     return PauseFault(target, **kw)
 
 
 def stop(target: Target, **kw: Any) -> StopFault:
+    """Stop the target cleanly; the revert starts it again."""
     return StopFault(target, **kw)

@@ -1,7 +1,8 @@
-"""NCCL-style faults: freeze one tensor-parallel rank (SIGSTOP) or cut its link (Toxiproxy timeout)."""
+"""NCCL-style faults: freeze one tensor-parallel rank (SIGSTOP), kill it (SIGKILL) or cut its link (Toxiproxy timeout)."""
 from __future__ import annotations
 
 import signal
+import time
 from typing import Any
 
 from chaos.errors import FaultError, FaultNotEffective, TargetError
@@ -85,8 +86,52 @@ class RankFreeze(Fault):
             pass  # the rank died meanwhile: nothing is left stopped
 
 
+class RankKill(RankFreeze):
+    """SIGKILL one rank by index (a GPU fallen off the bus under one worker): the engine's worker monitor
+    sees it die and the engine dies with it. Proven by that rank's process being gone. Nothing can be
+    undone (the ledger's undo is empty); revert waits for the replica's supervisor (restart_policy) to
+    bring the engine back and for /health, and says in `evidence["engine_restarted"]` whether it did."""
+
+    kind, destructive = "rank-kill", True
+
+    def _plan(self) -> list[str]:
+        return [f"SIGKILL {self._which()} of {self.target.name} (pid {self.pid or '<found at inject>'})"]
+
+    def _undo(self) -> list[dict[str, Any]]:
+        return []  # a dead process cannot be continued; the supervisor restarts the engine
+
+    def _apply(self) -> None:
+        assert self.pid is not None
+        self._restarts = self.target.restart_count()
+        self.target.signal(self.pid, signal.SIGKILL)
+
+    def _check(self) -> None:
+        assert self.pid is not None
+        state = self.target.proc_state(self.pid)
+        if state not in (None, "Z", "X") and self.target.proc_start(self.pid) == self._start:
+            raise FaultNotEffective(f"{self._which()} pid {self.pid} of {self.target.name} is still alive "
+                                    f"(state {state!r}) after SIGKILL", fault=self.kind)
+        self.evidence["killed_rank_pid"] = self.pid
+
+    def _unapply(self) -> None:
+        deadline = time.monotonic() + self.policy.recover_timeout_s
+        while self.target.restart_count() == self._restarts and time.monotonic() < deadline:
+            self.policy.sleep(0.05)
+        self.evidence["engine_restarted"] = self.target.restart_count() != self._restarts
+        if not self.target.is_running():
+            self.target.start()
+        self.target.wait_healthy(max(1.0, deadline - time.monotonic()))
+
+
+def rank_kill(target: Target, rank: int = 1, **kw: Any) -> RankKill:
+    """Kill TP rank `rank` of one replica (pp_rank=, dp_rank= for a PP/DP layout), on any backend whose
+    ranks are processes: the simulator, vLLM as a process or in a container."""
+    return RankKill(target, rank, **kw)
+
+
 def rank_freeze(target: Target, rank: int = 1, **kw: Any) -> RankFreeze:
-    """Freeze TP rank `rank` (pp_rank=, dp_rank= for a PP/DP layout)."""
+    """Freeze TP rank `rank` of one replica (pp_rank=, dp_rank= for a PP/DP layout), on any backend whose
+    ranks are processes."""
     return RankFreeze(target, rank, **kw)
 
 

@@ -88,4 +88,5 @@ class SimFault(Fault):
 
 
 def sim_fault(admin_url: str, token: str | TokenRef, mode: str, **params: Any) -> SimFault:
+    """A defect planted in the simulator through its admin API (`mode`: leak, tokenizer crash, ...)."""
     return SimFault(admin_url, token, mode, **params)

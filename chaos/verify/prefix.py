@@ -39,6 +39,7 @@ class PrefixRun:
 
 
 def prefix_verdict(shared: PrefixRun, control: PrefixRun, min_hit_rate: float | None) -> Verdict:
+    """Prefix reuse judged against a control run: hit rate, memory saved and the latency change."""
     v = Verdict("shared-prefix workload")
     rate = shared.hits / shared.queries if shared.queries else None
     v.add("prefix_cache_hit_rate", min_hit_rate, None if rate is None else round(rate, 4),

@@ -16,43 +16,46 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
-from chaos import faults, plan
-from chaos.faults import http
-from chaos.observe.gateway import GatewayStateObserver
-from chaos.report import allure as rep
-from chaos.report.summary import add_breaker
-from chaos.report.timeline import plot_breaker
-from chaos.verify import gateway_state
-from chaos.verify.accounting import accounting_verdict
-from chaos.verify.anomaly import anomaly_verdict, observed_anomaly
-from chaos.verify.breaker import analyze, degrade_recovery_s
-from chaos.verify.breaker_sizes import NAMES, sizes, why_not, window_target
-from chaos.verify.breaker_table import spec_vs_observed, write_table
-from suites.conftest import fault_proof, gateway_admin, requires
-
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
-
-    from chaos.env.model import BreakerPolicy
-    from chaos.faults import Fault
-    from chaos.report.summary import SummaryCollector
-    from chaos.scenario import Scenario
-    from chaos.verify.breaker_sizes import Size
-    from chaos.verify.verdict import Verdict
-    from fixtures.stack import StackHandle
+from chaos import (
+    BREAKER_SIZE_NAMES,
+    GatewayStateObserver,
+    accounting_verdict,
+    add_breaker,
+    analyze_breaker,
+    anomaly_verdict,
+    breaker_size_why_not,
+    breaker_sizes,
+    breaker_spec_vs_observed,
+    breaker_window_target,
+    degrade_recovery_s,
+    fault_proof,
+    faults,
+    gateway_admin,
+    gateway_state,
+    http_error,
+    observed_anomaly,
+    oom_error,
+    plan,
+    plot_breaker,
+    requires,
+    stream_stall,
+    write_breaker_table,
+)
+from chaos import (
+    evidence as rep,
+)
 
 LEAK_BYTES = 3 * 1024 * 1024  # per request: a trend the leak rule must see within its window
 # how each kind of fault goes into the canary replicas `names`, at the size the policy gave (s.size)
-FAULTS: dict[str, Callable[[StackHandle, list[str], Size], list[Fault]]] = {
-    "errors": lambda st, names, s: [http.http_error(st.fault_proxy(n), 500, fraction=s.size) for n in names],
-    "latency": lambda st, names, s: [http.stream_stall(st.fault_proxy(n), after_tokens=1, seconds=s.size)
+FAULTS = {
+    "errors": lambda st, names, s: [http_error(st.fault_proxy(n), 500, fraction=s.size) for n in names],
+    "latency": lambda st, names, s: [stream_stall(st.fault_proxy(n), after_tokens=1, seconds=s.size)
                                      for n in names],
     # one replica answers exactly N OOMs, then none: the gateway counts them per pool, at any canary rate
-    "oom-burst": lambda st, names, s: [http.oom_error(st.fault_proxy(names[0]), limit=int(s.size))],
+    "oom-burst": lambda st, names, s: [oom_error(st.fault_proxy(names[0]), limit=int(s.size))],
     # a leak happens inside the engine: only the simulator can grow its own memory
     "leak": lambda st, names, s: [faults.sim_fault(st.direct_url(n), st.admin_token(), "leak",
                                                    bytes_per_request=LEAK_BYTES) for n in names],
@@ -60,30 +63,30 @@ FAULTS: dict[str, Callable[[StackHandle, list[str], Size], list[Fault]]] = {
 
 
 @pytest.fixture
-def gateway(stack: StackHandle) -> Iterator[StackHandle]:
+def gateway(stack):
     requires(stack.env, plan.no_breaker_view, plan.no_canary)
     _reset(stack)
     yield stack
     _reset(stack)
 
 
-def _reset(stack: StackHandle) -> None:
+def _reset(stack) -> None:
     """The operator's reset, where the gateway has one (the reference gateway's admin API)."""
     if stack.env.endpoints.gateway_admin:
         gateway_admin(stack, "POST", "/admin/reset")
 
 
-def _enough_canary_traffic(stack: StackHandle, size: Size) -> None:
+def _enough_canary_traffic(stack, size) -> None:
     """Skip early where even the capacity measured at warm-up cannot give the canary the calls per
     window that `size`'s tier needs (errors and latency: more calls never hurt those)."""
     p, rate = stack.env.breaker, stack.capacity_rps()
     if rate is None or size.kind not in ("errors", "latency"):
         return
-    if (why := why_not(p, size, int(rate * p.canary_weight * p.window_s))) is not None:
+    if (why := breaker_size_why_not(p, size, int(rate * p.canary_weight * p.window_s))) is not None:
         pytest.skip(f"{why}; at most, from {rate:.1f} req/s measured at warm-up x canary_weight {p.canary_weight:g}")
 
 
-def _canary_calls(stack: StackHandle, canaries: list[str]) -> int:
+def _canary_calls(stack, canaries: list[str]) -> int:
     """Calls in the canary's breaker window: the gateway's own count where it has an admin API, else
     the calls its fault proxies passed (all of them: a health check is a call too, 1/s at most)."""
     if stack.env.endpoints.gateway_admin:
@@ -91,7 +94,7 @@ def _canary_calls(stack: StackHandle, canaries: list[str]) -> int:
     return sum(int(stack.fault_proxy(n).health().get("requests", 0)) for n in canaries)
 
 
-def _canary_window_full(stack: StackHandle, sc: Scenario, canaries: list[str], target: int) -> int:
+def _canary_window_full(stack, sc, canaries: list[str], target: int) -> int:
     """Hold the steady state until the canary's breaker window holds `target` calls (or 2 windows
     have passed); the calls it holds then.
 
@@ -121,11 +124,10 @@ def _canary_window_full(stack: StackHandle, sc: Scenario, canaries: list[str], t
     return calls[0]
 
 
-def _wait_closed(sc: Scenario, obs: GatewayStateObserver, policy: BreakerPolicy) -> None:
+def _wait_closed(sc, obs, policy) -> None:
     """Until the gateway's canary breaker is closed and STAYS closed: right after the revert the window
     still holds the fault's errors and may trip once more, a moment after the observer last read it."""
-    settle = min(policy.window_s, 5.0)
-    closed_since: list[float | None] = [None]
+    settle, closed_since = min(policy.window_s, 5.0), [None]
 
     def settled() -> bool:
         if obs.states.get("canary") != "closed":
@@ -147,14 +149,14 @@ PROVES = {"errors-below-degrade": ("breaker-degrade", "no trip below the error-r
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.proves(PROVES[n][0], part=PROVES[n][1]))
-                                  for n in NAMES])
-def test_breaker_tier(gateway: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector, name: str) -> None:
+                                  for n in BREAKER_SIZE_NAMES])
+def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
     stack = gateway
     env = stack.env
     policy = env.breaker
     admin = bool(env.endpoints.gateway_admin)
     kind = env.gateway.kind if env.gateway else "external"
-    size = sizes(policy)[name]
+    size = breaker_sizes(policy)[name]
     expect, hold = size.expect, size.hold_s
     if name == "leak-trend":
         requires(env, plan.no_simulator_canary)
@@ -166,7 +168,7 @@ def test_breaker_tier(gateway: StackHandle, scenario: Callable[..., Scenario], s
     sc.observe(env.endpoints.api)
     gateway_state.watch(sc, env)  # the gateway's own state metric, shown beside the black-box verdict
     obs = None
-    if env.endpoints.gateway_admin:  # `admin`, narrowed to the URL
+    if admin:
         token = env.gateway.admin_token if env.gateway else None
         obs = sc.add_observer(GatewayStateObserver(env.endpoints.gateway_admin, sc.timeline, token=token).start())
     with sc.phase("start load"):
@@ -174,8 +176,8 @@ def test_breaker_tier(gateway: StackHandle, scenario: Callable[..., Scenario], s
         # 8 closed-loop users, or the environment's own count where its gateway needs more to be busy
         sc.start_load(duration_s=240.0, users=max(8, env.load.users))
     sc.steady_state(max(3.0, policy.window_s * 0.5))
-    calls = _canary_window_full(stack, sc, canaries, window_target(policy, size))
-    if (why := why_not(policy, size, calls)) is not None:  # can this many calls per window tell the tiers apart?
+    calls = _canary_window_full(stack, sc, canaries, breaker_window_target(policy, size))
+    if (why := breaker_size_why_not(policy, size, calls)) is not None:  # can this many calls per window tell the tiers apart?
         pytest.skip(why)
     fault = faults.AllOf(FAULTS[size.kind](stack, canaries, size))
     t0 = time.time()
@@ -207,17 +209,17 @@ def test_breaker_tier(gateway: StackHandle, scenario: Callable[..., Scenario], s
     stack.attribute_replicas(records)  # which replica served each request, where no pool header said so
     attempts = stack.upstream_attempts(load_t0, time.time()) or records
     stage1 = fault_proof(fault)
-    verdicts: list[Verdict] = [accounting_verdict(records, stack.server_log(records=records))]
-    analysis = analyze(attempts, policy, baseline_until=t0)
+    verdicts: list = [accounting_verdict(records, stack.server_log(records=records))]
+    analysis = analyze_breaker(attempts, policy, baseline_until=t0)
     try:
         if expect == "anomaly":
             states = sc.timeline.series("gateway", "pool_state") if admin else None
             verdicts.insert(0, anomaly_verdict(attempts, policy, t0, t1, name, state_samples=states))
             observed = observed_anomaly(verdicts[0])
         else:
-            table, seen, analysis = spec_vs_observed(attempts, records, policy, expect=expect, fault=(t0, t1),
+            table, seen, analysis = breaker_spec_vs_observed(attempts, records, policy, expect=expect, fault=(t0, t1),
                                                      until=until, gateway=kind)
-            write_table(Path(env.state_dir) / "breaker-tables.jsonl", name, kind, expect, table, seen)
+            write_breaker_table(Path(env.state_dir) / "breaker-tables.jsonl", name, kind, expect, table, seen)
             verdicts.insert(0, table)
             observed = seen.tier
     finally:

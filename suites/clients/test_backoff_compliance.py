@@ -4,41 +4,25 @@ command listed in the environment's `client_commands` is judged the same way; a 
 loop is the negative control and must be caught."""
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from chaos.errors import SLOViolation
-from chaos.report import allure as rep
-from chaos.resilience.client import ResilientClient
-from chaos.verify.backoff_run import check_backoff
-from chaos.verify.verdict import Verdict
-from suites.conftest import judge
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from chaos.env import Environment
-    from chaos.report.summary import SummaryCollector
-    from chaos.resilience.client import Result
+from chaos import ResilientClient, SLOViolation, Verdict, check_backoff, client_commands, judge
+from chaos import evidence as rep
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "clients"
-FAILURES: dict[str, dict[str, Any]] = {"503": {},
-                                       "429-retry-after-0.2s": {"failure": "429", "retry_after": 0.2},
-                                       "reset": {"failure": "reset"}}
+FAILURES = {"503": {}, "429-retry-after-0.2s": {"failure": "429", "retry_after": 0.2}, "reset": {"failure": "reset"}}
 
 
-def _reference(env: Environment) -> Callable[[str], Result]:
-    def call(base_url: str) -> Result:
+def _reference(env):
+    def call(base_url: str):
         return ResilientClient(base_url, env.retry, model=env.endpoints.model, timeout_s=5.0).chat("hello")
     return call
 
 
 @pytest.mark.parametrize("failure", list(FAILURES))
-def test_reference_client_complies(chaos_env: Environment, summary: SummaryCollector, failure: str) -> None:
+def test_reference_client_complies(chaos_env, summary, failure: str) -> None:
     rep.labels(epic="Client compatibility", feature="Backoff", story=f"reference client, {failure}", suite="clients")
     kw = {"failure": "503", **FAILURES[failure]}
     with rep.phase(f"run the reference client against a recorder failing with {failure}"):
@@ -48,23 +32,17 @@ def test_reference_client_complies(chaos_env: Environment, summary: SummaryColle
     judge("the client behaved", [v])
 
 
-def _commands(env: Environment) -> dict[str, str]:
-    return dict(env.client_commands) or {
-        "reference (python, subprocess)": f"{shlex.quote(sys.executable)} {EXAMPLES / 'reference_client.py'} "
-                                          f"{{base_url}} --env {shlex.quote(env.source)} --timeout 5"}
-
-
 @pytest.mark.proves("retry-interval-500ms", "exponential-backoff")
 @pytest.mark.parametrize("name", ["listed"])
-def test_listed_client_commands_comply(chaos_env: Environment, summary: SummaryCollector, name: str) -> None:
+def test_listed_client_commands_comply(chaos_env, summary, name: str) -> None:
     rep.labels(epic="Client compatibility", feature="Backoff", story="client commands", suite="clients")
     if not chaos_env.client_commands:  # llm-chaos's own client passing says nothing about the team's
         mine = Verdict("the environment's client commands")
         mine.not_proven("client_commands", "the team's clients, listed", "none listed",
                         "the environment lists no client_commands: only llm-chaos's reference client was judged")
         judge("whose clients", [mine])
-    failures: list[str] = []
-    for cname, cmd in _commands(chaos_env).items():
+    failures = []
+    for cname, cmd in client_commands(chaos_env, EXAMPLES).items():
         with rep.phase(f"client command {cname}"):
             v = check_backoff(cmd, chaos_env.retry, failure="503", fail_first=3, clients=6,
                               model=chaos_env.endpoints.model)
@@ -72,11 +50,11 @@ def test_listed_client_commands_comply(chaos_env: Environment, summary: SummaryC
                 judge(cname, [v])
             except SLOViolation as e:
                 failures.append(f"{cname}: {e}")
-    summary.count("clients", "checked", len(_commands(chaos_env)))
+    summary.count("clients", "checked", len(client_commands(chaos_env, EXAMPLES)))
     assert not failures, "; ".join(failures)
 
 
-def test_naive_client_is_caught(chaos_env: Environment, summary: SummaryCollector) -> None:
+def test_naive_client_is_caught(chaos_env, summary) -> None:
     """Negative control: a fixed-100 ms retry loop must fail the min-interval and exponential rules."""
     rep.labels(epic="Client compatibility", feature="Backoff", story="negative control", suite="clients")
     cmd = f"bash {EXAMPLES / 'naive_retry.sh'} {{base_url}}"

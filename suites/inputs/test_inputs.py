@@ -5,23 +5,11 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from typing import TYPE_CHECKING
 
 import pytest
 
-from chaos import plan
-from chaos.report import allure as rep
-from chaos.verify.accounting import accounting_verdict
-from chaos.verify.verdict import Verdict
-from suites.conftest import judge, requires
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from contextlib import AbstractContextManager
-
-    from chaos.report.summary import SummaryCollector
-    from chaos.scenario import Scenario
-    from fixtures.stack import StackHandle
+from chaos import Verdict, accounting_verdict, judge, plan, requires
+from chaos import evidence as rep
 
 BAD_REQUESTS = {
     "not-json": (b"{not json", "application/json"),
@@ -40,14 +28,13 @@ def _post(url: str, body: bytes, ctype: str) -> int:
     req = urllib.request.Request(url, data=body, headers={"Content-Type": ctype})
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
-            return int(r.status)
+            return r.status
     except urllib.error.HTTPError as e:
         return e.code
 
 
 @pytest.mark.proves("emoji-nfkc")
-def test_special_characters_never_take_a_replica_down(stack: StackHandle, scenario: Callable[..., Scenario],
-                                                      summary: SummaryCollector) -> None:
+def test_special_characters_never_take_a_replica_down(stack, scenario, summary) -> None:
     env = stack.env
     rep.labels(epic="Robustness", feature="Inputs", story="special-character corpus", suite="inputs")
     names = [t.name for t in env.targets]
@@ -76,7 +63,7 @@ def test_special_characters_never_take_a_replica_down(stack: StackHandle, scenar
 
 
 @pytest.mark.parametrize("case", list(BAD_REQUESTS))
-def test_bad_request_gets_4xx(stack: StackHandle, case: str) -> None:
+def test_bad_request_gets_4xx(stack, case: str) -> None:
     env = stack.env
     rep.labels(epic="Robustness", feature="Inputs", story="malformed requests", suite="inputs")
     body, ctype = BAD_REQUESTS[case]
@@ -91,7 +78,7 @@ def test_bad_request_gets_4xx(stack: StackHandle, case: str) -> None:
 
 def _emoji_prompts() -> list[str]:
     """The whole special-character corpus: emoji-dense rows, some not NFC-normalized (as users type them)."""
-    from chaos.load.workloads import special_corpus
+    from chaos import special_corpus
 
     return [r["text"] for r in special_corpus()]
 
@@ -106,9 +93,7 @@ def _send_corpus(url: str, model: str, prompts: list[str]) -> list[int]:
 
 @pytest.mark.destructive
 @pytest.mark.parametrize("normalize", [True, False], ids=["normalization-on", "normalization-off-negative-control"])
-def test_unicode_normalization_guards_the_tokenizer(stack: StackHandle,
-                                                    extra_gateway: Callable[..., AbstractContextManager[str]],
-                                                    summary: SummaryCollector, normalize: bool) -> None:
+def test_unicode_normalization_guards_the_tokenizer(stack, extra_gateway, summary, normalize: bool) -> None:
     """With the replicas' tokenizer-crash fault armed (the seed's emoji incident), NFKC at the gateway
     keeps every replica up; with normalization off the same corpus kills one, and the suite says so."""
     from chaos import faults

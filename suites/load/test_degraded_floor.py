@@ -5,46 +5,27 @@ profile is sent to it directly; its output tokens per second and E2E P99 are jud
 environment's `degraded_floor`."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pytest
 
-from chaos import plan
-from chaos.report import allure as rep
-from chaos.report.tables import latency_table
-from chaos.stack.launcher import completion_ok
-from chaos.stack.standby import standby_replica
-from chaos.verify.load import degraded_floor_verdict
-from suites.conftest import requires
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from pathlib import Path
-
-    from chaos.report.summary import SummaryCollector
-    from chaos.scenario import Scenario
-    from fixtures.stack import StackHandle
+from chaos import degraded_floor_verdict, latency_table, plan, requires
+from chaos import evidence as rep
 
 
 @pytest.mark.proves("degraded-floor")
-def test_degraded_mode_floor(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector,
-                             tmp_path: Path) -> None:
+def test_degraded_mode_floor(stack, scenario, summary, tmp_path) -> None:
     env = stack.env
     requires(env, plan.no_degraded_floor, plan.no_local_standby)
     floor = env.degraded_floor
-    assert floor is not None  # requires() skipped the test otherwise
     rep.labels(epic="Performance", feature="Load", story="degraded-mode floor", suite="load")
     rep.title(f"a replica with {floor.simulator or floor.vllm} against the floor: >= {floor.min_tokens_per_s:g} "
               f"tokens/s, E2E P99 <= {floor.max_e2e_p99_s:g} s")
-    cfg, target = standby_replica(env, run_id=stack.run_id, state_dir=tmp_path, name="degraded",
-                                  simulator=floor.simulator, vllm=floor.vllm)
+    cfg, target = stack.standby(tmp_path, name="degraded", simulator=floor.simulator, vllm=floor.vllm)
     url = f"http://{cfg.host}:{cfg.port}"
     sc = scenario("degraded-floor")
     try:
         with sc.phase("start the degraded replica", changes=floor.simulator if cfg.simulator else floor.vllm):
             target.start()
-            served = sc.poll(lambda: completion_ok(url, env.endpoints.model, 2.0), timeout=env.slas.cold_start_s,
-                             every=0.1)
+            served = sc.poll(lambda: stack.serves(url), timeout=env.slas.cold_start_s, every=0.1)
             assert served, f"the degraded replica did not serve within cold_start_s {env.slas.cold_start_s:g} s"
         sc.observe(url, source="degraded", health=False)
         with sc.phase("the environment's load, sent to it directly", users=floor.users):

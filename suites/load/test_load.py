@@ -8,26 +8,25 @@ command that records one; never a silent write.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 import pytest
 
-from chaos.load import baseline as bl
-from chaos.report import allure as rep
-from chaos.report.tables import latency_table
-from chaos.verify.accounting import accounting_verdict
-from chaos.verify.load import burst_drift, load_verdict, long_prompt_failures
-from chaos.verify.verdict import Verdict
+from chaos import (
+    Verdict,
+    accounting_verdict,
+    burst_drift,
+    latency_table,
+    load_verdict,
+    long_prompt_failures,
+)
+from chaos import (
+    baseline as bl,
+)
+from chaos import (
+    evidence as rep,
+)
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
 
-    from chaos.report.summary import SummaryCollector
-    from chaos.scenario import Scenario
-    from fixtures.stack import StackHandle
-
-
-def baseline_gpu(baseline: dict[str, Any]) -> Verdict:
+def baseline_gpu(baseline: dict) -> Verdict:
     """The seed's baseline record holds the GPU's temperature and power; without them it is not proven."""
     v = Verdict("baseline GPU figures")
     gpu = baseline.get("gpu") or {}
@@ -48,8 +47,7 @@ PROVES = {"mix-7-2-1": ("mix-7-2-1", "xl-failure-rate", "baseline-gpu"),
 @pytest.mark.slow
 @pytest.mark.parametrize("workload", [pytest.param(w, marks=pytest.mark.proves(*PROVES.get(w, ())))
                                       for w in bl.WORKLOADS])
-def test_load_against_sla_and_baseline(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector,
-                                       workload: str) -> None:
+def test_load_against_sla_and_baseline(stack, scenario, summary, workload: str) -> None:
     env = stack.env
     rep.labels(epic="Performance", feature="Load", story=workload, suite="load")
     rep.title(f"{workload} against the SLAs and the stored baseline")

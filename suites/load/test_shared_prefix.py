@@ -4,23 +4,20 @@ the prefix-cache hit rate (at least `slas.prefix_cache_hit_rate` where the envir
 KV-cache memory saved (peak usage against the unshared run), and the TTFT change."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 import pytest
 
-from chaos.load.workloads import DEFAULT_CLASSES
-from chaos.observe.metrics import MetricsScraper
-from chaos.observe.timeline import Timeline
-from chaos.report import allure as rep
-from chaos.report.tables import latency_table
-from chaos.verify.prefix import PrefixRun, prefix_counters, prefix_verdict
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from chaos.report.summary import SummaryCollector
-    from chaos.scenario import Scenario
-    from fixtures.stack import StackHandle
+from chaos import (
+    DEFAULT_CLASSES,
+    MetricsScraper,
+    PrefixRun,
+    Timeline,
+    latency_table,
+    prefix_counters,
+    prefix_verdict,
+)
+from chaos import (
+    evidence as rep,
+)
 
 N = 1000
 SUFFIX_TOKENS = 64  # chaos.load.workloads.shared_prefix_set's unique tail
@@ -38,8 +35,7 @@ def _counters(urls: list[str]) -> tuple[float, float]:
 
 
 @pytest.mark.proves("prefix-reuse")
-def test_shared_prefix_reuse_memory_and_latency(stack: StackHandle, scenario: Callable[..., Scenario],
-                                                summary: SummaryCollector) -> None:
+def test_shared_prefix_reuse_memory_and_latency(stack, scenario, summary) -> None:
     env = stack.env
     rep.labels(epic="Performance", feature="Load", story="shared-prefix workload", suite="load")
     rep.title(f"{N} requests sharing prefixes against {N} that share none")
@@ -47,11 +43,9 @@ def test_shared_prefix_reuse_memory_and_latency(stack: StackHandle, scenario: Ca
     urls = [stack.direct_url(name) for name in stack.targets]
     prefix_tokens = env.load.classes.get("short", DEFAULT_CLASSES["short"]) * 4
     runs = {}
-    loads: dict[str, dict[str, Any]] = {
-        "unshared": {"workload": "mix", "mix": {"same-size": 1}, "special_share": 0.0,
-                     "classes": {"same-size": prefix_tokens + SUFFIX_TOKENS}},
-        "shared": {"workload": "shared_prefix", "workload_n": N}}
-    for label, load in loads.items():
+    for label, load in (("unshared", {"workload": "mix", "mix": {"same-size": 1}, "special_share": 0.0,
+                                      "classes": {"same-size": prefix_tokens + SUFFIX_TOKENS}}),
+                        ("shared", {"workload": "shared_prefix", "workload_n": N})):
         q0, h0 = _counters(urls)
         scrapers = [MetricsScraper(u, Timeline(), interval_s=0.2).start() for u in urls]  # the KV-cache peak
         with sc.phase(f"{N} requests, {label} prefixes"):

@@ -7,31 +7,25 @@ within the degraded-mode SLA.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from chaos import faults, plan
-from chaos.load.stats import percentile
-from chaos.report import allure as rep
-from chaos.report.tables import latency_table
-from chaos.verify.accounting import accounting_verdict
-from chaos.verify.retries import retry_verdict
-from chaos.verify.verdict import Verdict
-from suites.conftest import fault_happened, requires
+from chaos import (
+    Verdict,
+    accounting_verdict,
+    fault_happened,
+    faults,
+    latency_table,
+    percentile,
+    plan,
+    requires,
+    retry_verdict,
+)
+from chaos import (
+    evidence as rep,
+)
 
-if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
-
-    from chaos.env.model import SLAs
-    from chaos.faults.network import ToxicFault
-    from chaos.load.records import RequestRecord
-    from chaos.report.summary import SummaryCollector
-    from chaos.scenario import Scenario
-    from chaos.toxiproxy import Toxiproxy
-    from fixtures.stack import StackHandle
-
-TOXICS: dict[str, tuple[Callable[[Toxiproxy, str], ToxicFault], dict[str, Any], int]] = {
+TOXICS = {
     # name: (factory, load overrides, seconds held before scaling)
     "jitter-300ms-5s": (lambda t, p: faults.jitter(t, p, latency=2650, jitter=2350), {}, 100),
     "reset-peer": (lambda t, p: faults.reset_peer(t, p, timeout=0, stream="upstream", toxicity=1.0), {}, 40),
@@ -39,24 +33,22 @@ TOXICS: dict[str, tuple[Callable[[Toxiproxy, str], ToxicFault], dict[str, Any], 
 }
 
 
-def _client_proxy(stack: StackHandle) -> str:
+def _client_proxy(stack) -> str:
     requires(stack.env, plan.no_client_proxy)
-    proxy = plan.client_proxy(stack.env)
-    assert proxy is not None and stack.toxiproxy is not None  # requires() skipped the test otherwise
-    return proxy
+    return plan.client_proxy(stack.env)
 
 
-def _listed(names: object) -> bool:
+def _listed(names) -> bool:
     """Toxiproxy listed the toxic with its settings"""
     return bool(names)
 
 
-def _measured(probe: object) -> bool:
+def _measured(probe) -> bool:
     """a probe through the proxy saw the toxic's effect"""
     return isinstance(probe, dict) and probe.get("during") is not None
 
 
-def _degraded_latency(records: Sequence[RequestRecord], t0: float, t1: float, slas: SLAs) -> Verdict:
+def _degraded_latency(records, t0: float, t1: float, slas) -> Verdict:
     v = Verdict("degraded-mode latency", window=(t0, t1))
     during = [r.e2e for r in records if r.ok and r.e2e is not None and t0 <= r.t_send <= t1]
     base = max((l.e2e_p99_s for l in slas.latency.values()), default=10.0)
@@ -69,7 +61,7 @@ def _degraded_latency(records: Sequence[RequestRecord], t0: float, t1: float, sl
 
 @pytest.mark.parametrize("toxic", [pytest.param(t, marks=[pytest.mark.proves("network-jitter")] if t.startswith("jitter")
                                                    else []) for t in TOXICS])
-def test_client_path_toxic(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector, toxic: str) -> None:
+def test_client_path_toxic(stack, scenario, summary, toxic: str) -> None:
     env = stack.env
     proxy = _client_proxy(stack)
     make, overrides, hold = TOXICS[toxic]
@@ -80,7 +72,6 @@ def test_client_path_toxic(stack: StackHandle, scenario: Callable[..., Scenario]
     with sc.phase("start load"):
         sc.start_load(duration_s=180.0, **overrides)
     sc.steady_state(2.0)
-    assert stack.toxiproxy is not None  # _client_proxy() checked it
     fault = make(stack.toxiproxy, proxy)
     t0 = time.time()
     sc.inject(fault)

@@ -11,37 +11,34 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from chaos import budgets, faults, plan
-from chaos.pytest_plugin import hurt_params
-from chaos.report import allure as rep
-from chaos.report.summary import add_recovery
-from chaos.report.tables import latency_table
-from chaos.stack.standby import standby_replica
-from chaos.targets import admin_token
-from chaos.verify.accounting import accounting_verdict, fault_allowance
-from chaos.verify.recovery import recovery_verdict, served_by, steady_seen
-from chaos.verify.restart_policy import check_restart_policy
-from suites.conftest import fault_happened, requires
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from pathlib import Path
-
-    from chaos.env.model import Target
-    from chaos.faults import Fault
-    from chaos.report.summary import SummaryCollector
-    from chaos.scenario import Scenario
-    from fixtures.stack import StackHandle
+from chaos import (
+    accounting_verdict,
+    add_recovery,
+    budgets,
+    check_restart_policy,
+    fault_allowance,
+    fault_happened,
+    faults,
+    hurt_params,
+    latency_table,
+    plan,
+    recovery_verdict,
+    requires,
+    served_by,
+    steady_seen,
+)
+from chaos import (
+    evidence as rep,
+)
 
 # Poisson arrivals at the environment's load.rate_per_s (what its replicas are sized for)
-LOADS: dict[str, dict[str, Any]] = {"steady-users": {}, "poisson": {"users": None, "shape": "rate"}}
+LOADS = {"steady-users": {}, "poisson": {"users": None, "shape": "rate"}}
 
 
-def make_fault(kind: str, stack: StackHandle, name: str) -> Fault:
+def make_fault(kind: str, stack, name: str):
     """The fault objects of this suite, aimed at target `name`."""
     t = stack.target(name)
     cfg = stack.env.target(name)
@@ -54,12 +51,11 @@ def make_fault(kind: str, stack: StackHandle, name: str) -> Fault:
     if kind == "nccl-rank-freeze":  # the target was chosen with TP > 1 (chaos/hurt.py)
         return faults.rank_freeze(t, rank=1)
     if kind == "nccl-rank-link-cut":  # ... and a rank link through Toxiproxy
-        assert stack.toxiproxy is not None, f"target {name}: its rank links go through a Toxiproxy the stack lacks"
         return faults.rank_link_cut(stack.toxiproxy, cfg.rank_proxies[0])
     raise ValueError(kind)
 
 
-def engine_timeout_s(cfg: Target) -> float:
+def engine_timeout_s(cfg) -> float:
     """How long the engine waits on a frozen or cut-off rank before it dies (then its supervisor restarts it)."""
     return budgets.engine_timeout(cfg)[0]
 
@@ -68,8 +64,7 @@ def engine_timeout_s(cfg: Target) -> float:
 INSTANT = {"gpu-driver-reset", "crash-sigkill", "engine-death-exit0"}
 
 
-def run_recovery(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector, kind: str | None, load: str,
-                 name: str) -> None:
+def run_recovery(stack, scenario, summary, kind: str | None, load: str, name: str) -> None:
     env = stack.env
     rep.labels(epic="Resilience", feature="Recovery", story=kind or "baseline", suite="recovery")
     rep.title(f"{kind or 'no fault (baseline)'} on {name} under {load} load")
@@ -78,12 +73,12 @@ def run_recovery(stack: StackHandle, scenario: Callable[..., Scenario], summary:
     sc.observe(env.endpoints.api, source="api")
     with sc.phase("start load", profile=load):
         # long enough for the slowest allowed recovery plus the steady-state windows after it
-        rate: dict[str, Any] = {"rate": env.load.rate_per_s} if load == "poisson" else {}
-        sc.start_load(duration_s=2 * env.slas.recovery_s + 4 * sc.scaled(30) + 60, **LOADS[load], **rate)
+        sc.start_load(duration_s=2 * env.slas.recovery_s + 4 * sc.scaled(30) + 60, **LOADS[load],
+                      **({"rate": env.load.rate_per_s} if load == "poisson" else {}))
     sc.steady_state(2.0)
     target = stack.target(name)
     restarts_before = target.restart_count()
-    evidence: dict[str, Any] = {}
+    evidence: dict = {}
     if kind is None:
         sc.wait(sc.scaled(20), "no fault: same load, same observers")
         t_inject = t_end = time.time()
@@ -107,7 +102,7 @@ def run_recovery(stack: StackHandle, scenario: Callable[..., Scenario], summary:
         try:
             sc.wait_recovered(t_end, env.slas.recovery_s * 2)
         except AssertionError:
-            check_restart_policy(target, env.target(name), _serving(stack.direct_url(name), env.endpoints.model),
+            check_restart_policy(target, env.target(name), lambda: stack.serves(stack.direct_url(name)),
                                  wait_s=0.1)  # names the policy if that is why
             raise
     window = sc.scaled(30)
@@ -121,8 +116,7 @@ def run_recovery(stack: StackHandle, scenario: Callable[..., Scenario], summary:
     stage1 = []
     if kind is not None:
         if kind == "gpu-driver-reset":  # the restart's own count: a supervisor's is not what it raised
-            checks: dict[str, Callable[[Any], bool]] = {
-                "restart_count": lambda n: n is not None and n > restarts_before}
+            checks = {"restart_count": lambda n, b=restarts_before: n is not None and n > b}
         else:
             checks = {"restarts_seen": lambda n: n >= 1}
         evidence["restarts_seen"] = restarts
@@ -151,7 +145,7 @@ MATRIX += [(k, "poisson") for k in ("gpu-driver-reset", "crash-sigkill")]
 PROVES = {"gpu-driver-reset": "gpu-driver-reset", "nccl-rank-freeze": "nccl-timeout", "nccl-rank-link-cut": "nccl-timeout"}
 
 
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+def pytest_generate_tests(metafunc) -> None:
     """Each (fault, load) of the matrix against every target the fault hurts; the id names the target."""
     if metafunc.function is test_replica_recovers:
         metafunc.parametrize("kind, load, target", hurt_params(
@@ -161,28 +155,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.mark.destructive
-def test_replica_recovers(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector, kind: str,
-                          load: str, target: str) -> None:
+def test_replica_recovers(stack, scenario, summary, kind: str, load: str, target: str) -> None:
     run_recovery(stack, scenario, summary, kind, load, target)
 
 
-def test_baseline_no_fault(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector, kind: None,
-                           load: str, target: str) -> None:
+def test_baseline_no_fault(stack, scenario, summary, kind: None, load: str, target: str) -> None:
     run_recovery(stack, scenario, summary, None, load, target)
 
 
-def _standby(stack: StackHandle, tmp_path: Path, **changes: Any) -> tuple[Target, Any]:
+def _standby(stack, tmp_path, **changes):
     """A new replica shaped like the smallest stable one, on free ports, reached directly (no proxies)."""
     requires(stack.env, plan.no_local_standby)
-    return standby_replica(stack.env, run_id=stack.run_id, state_dir=tmp_path, **changes)
+    return stack.standby(tmp_path, **changes)
 
 
 @pytest.mark.proves("cold-start")
-def test_cold_start_of_a_new_replica(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector,
-                                     tmp_path: Path) -> None:
+def test_cold_start_of_a_new_replica(stack, scenario, summary, tmp_path) -> None:
     """Standby capacity: from `start` to the first real completion, against the cold-start SLA."""
-    from chaos.stack.launcher import completion_ok
-
     env = stack.env
     rep.labels(epic="Resilience", feature="Recovery", story="cold start (standby SLA)", suite="recovery")
     cfg, target = _standby(stack, tmp_path)
@@ -193,13 +182,13 @@ def test_cold_start_of_a_new_replica(stack: StackHandle, scenario: Callable[...,
             t0 = time.time()
             target.start()
         with sc.phase("wait until it serves a real completion"):
-            sc.poll(lambda: completion_ok(url, env.endpoints.model, 2.0), timeout=env.slas.cold_start_s * 2,
+            sc.poll(lambda: stack.serves(url), timeout=env.slas.cold_start_s * 2,
                     every=0.05)
             took = time.time() - t0
         logs = target.logs(40)
     finally:
         target.remove()
-    from chaos.verify.verdict import Verdict
+    from chaos import Verdict
 
     v = Verdict("cold start", window=(t0, t0 + took))
     v.add("time_to_serve_s", env.slas.cold_start_s, round(took, 3), took <= env.slas.cold_start_s,
@@ -211,7 +200,7 @@ def test_cold_start_of_a_new_replica(stack: StackHandle, scenario: Callable[...,
 
 
 @pytest.mark.destructive
-def test_on_failure_policy_is_caught(stack: StackHandle, summary: SummaryCollector, tmp_path: Path) -> None:
+def test_on_failure_policy_is_caught(stack, summary, tmp_path) -> None:
     """Negative control: vLLM's engine death exits 0, so `restart: on-failure` never brings it back.
     The recovery check must fail, and say why."""
     env = stack.env
@@ -223,10 +212,10 @@ def test_on_failure_policy_is_caught(stack: StackHandle, summary: SummaryCollect
         target.start()
         target.wait_healthy(env.slas.cold_start_s)
         with rep.phase("engine death (exit 0) on a replica with restart: on-failure"):
-            faults.engine_death(target, cfg.backend, sim_url=url, token=admin_token(tmp_path)).inject()
+            faults.engine_death(target, cfg.backend, sim_url=url, token=stack.admin_token(tmp_path)).inject()
         with pytest.raises(AssertionError) as caught:
             with rep.phase("expect: it never comes back, and the verdict says why"):
-                check_restart_policy(target, cfg, _serving(url, env.endpoints.model),
+                check_restart_policy(target, cfg, lambda: stack.serves(url),
                                      wait_s=min(env.slas.recovery_s, 10.0))
     finally:
         target.remove()
@@ -234,10 +223,3 @@ def test_on_failure_policy_is_caught(stack: StackHandle, summary: SummaryCollect
     rep.attach_text(msg, "verdict (expected to fail)")
     summary.set("recovery", on_failure_caught="yes")
     assert "on-failure" in msg and "exit code 0" in msg, msg
-
-
-def _serving(url: str, model: str) -> Callable[[], bool]:
-    """A real completion from the replica at `url` (not /health)."""
-    from chaos.stack.launcher import completion_ok
-
-    return lambda: completion_ok(url, model, timeout=2.0)

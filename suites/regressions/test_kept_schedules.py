@@ -6,29 +6,18 @@ operator reset, every other trip healed) where the gateway shows its breakers.""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
-from chaos import plan
-from chaos.explore.schedule import load_schedule
-from chaos.explore.wiring import explorer_for
-from chaos.report import allure as rep
-from suites.conftest import requires
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from chaos.report.summary import SummaryCollector
-    from chaos.scenario import Scenario
-    from fixtures.stack import StackHandle
+from chaos import evidence as rep
+from chaos import explorer_for, load_schedule, plan, requires
 
 KEPT = sorted(Path(__file__).parent.glob("schedule-*.yaml"))
 
 
 @pytest.mark.destructive
 @pytest.mark.parametrize("path", KEPT, ids=[p.stem for p in KEPT])
-def test_kept_schedule(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector, path: Path) -> None:
+def test_kept_schedule(stack, scenario, summary, path: Path) -> None:
     env = stack.env
     requires(env, plan.no_local_standby)  # its restarts and kills need targets this run supervises
     schedule = load_schedule(path)

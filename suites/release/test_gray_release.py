@@ -10,26 +10,15 @@ A stage that fails its gate ends the release: the next never starts. The stages 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pytest
 
-from chaos import plan
-from chaos.experiment.release_stages import no_release_admin, release_plan, run_stages
-from chaos.report import allure as rep
-from suites.conftest import requires
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from chaos.report.summary import SummaryCollector
-    from chaos.scenario import Scenario
-    from fixtures.stack import StackHandle
+from chaos import evidence as rep
+from chaos import no_release_admin, plan, release_plan, requires, run_stages
 
 
 @pytest.mark.slow
 @pytest.mark.proves("gray-release")
-def test_gray_release_stages(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector) -> None:
+def test_gray_release_stages(stack, scenario, summary) -> None:
     env = stack.env
     requires(env, plan.no_canary, no_release_admin)
     release, stages, source = release_plan()

@@ -9,28 +9,29 @@ import json
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
-from chaos import faults, plan
-from chaos.errors import SLOViolation
-from chaos.faults import http
-from chaos.faults.gateway import misroute
-from chaos.report import allure as rep
-from chaos.resilience import signing
-from chaos.verify.accounting import accounting_verdict
-from chaos.verify.secrets import env_secrets, scan, token_files
-from chaos.verify.signing import signing_verdict
-from chaos.verify.verdict import Verdict
-from suites.conftest import fault_proof, judge, requires
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from chaos.report.summary import SummaryCollector
-    from chaos.scenario import Scenario
-    from fixtures.stack import StackHandle
+from chaos import (
+    SLOViolation,
+    Verdict,
+    accounting_verdict,
+    env_secrets,
+    fault_proof,
+    faults,
+    judge,
+    misroute,
+    plan,
+    requires,
+    rewrite_model,
+    scan_secrets,
+    signing,
+    signing_verdict,
+    token_files,
+)
+from chaos import (
+    evidence as rep,
+)
 
 CHAT = "/v1/chat/completions"
 
@@ -54,15 +55,13 @@ def _answered_model(raw: bytes) -> str | None:
     if text.startswith("data:"):
         for line in text.splitlines():
             if line.startswith("data: {"):
-                model: str | None = json.loads(line[6:]).get("model")
-                return model
+                return json.loads(line[6:]).get("model")
         return None
-    model = json.loads(text).get("model")
-    return model
+    return json.loads(text).get("model")
 
 
 @pytest.mark.proves("no-store")
-def test_no_store_and_the_model_asked_for(stack: StackHandle, summary: SummaryCollector) -> None:
+def test_no_store_and_the_model_asked_for(stack, summary) -> None:
     env = stack.env
     rep.labels(epic="Traffic switching", feature="Routing", story="no-store and right model", suite="routing")
     v = Verdict("every response: no-store, the model asked for, the serving pool named")
@@ -81,8 +80,7 @@ def test_no_store_and_the_model_asked_for(stack: StackHandle, summary: SummaryCo
     judge("responses", [v])
 
 
-def test_misrouting_is_detected_with_its_share(stack: StackHandle, scenario: Callable[..., Scenario],
-                                               summary: SummaryCollector) -> None:
+def test_misrouting_is_detected_with_its_share(stack, scenario, summary) -> None:
     """Negative control: with the canary's weight at 0, a 5 % misroute must show as 5 % canary traffic."""
     env = stack.env
     requires(env, plan.no_gateway_admin, plan.no_canary)
@@ -101,7 +99,7 @@ def test_misrouting_is_detected_with_its_share(stack: StackHandle, scenario: Cal
         records = sc.finish_load()
     sc.revert()
     served = [r for r in records if r.served_by]
-    wrong = [r for r in served if (r.served_by or "").split("/", 1)[0] == "canary"]
+    wrong = [r for r in served if r.served_by.split("/", 1)[0] == "canary"]
     share = len(wrong) / len(served) if served else 0.0
     v = Verdict("routing: requests served by a pool that should get none")
     v.add("misrouted_share", 0.0, round(share, 4), share == 0.0, f"{len(wrong)}/{len(served)} served by canary")
@@ -116,8 +114,7 @@ def test_misrouting_is_detected_with_its_share(stack: StackHandle, scenario: Cal
 MAX_LOAD_S = 300.0  # the bound on a load that runs until enough requests were answered
 
 
-def test_answers_from_another_model_are_detected(stack: StackHandle, scenario: Callable[..., Scenario],
-                                                 summary: SummaryCollector) -> None:
+def test_answers_from_another_model_are_detected(stack, scenario, summary) -> None:
     """Negative control at the replicas: their fault proxies make 5 % of answers claim another model;
     the accounting's right_model check must catch that share, whatever the gateway does."""
     env = stack.env
@@ -126,14 +123,13 @@ def test_answers_from_another_model_are_detected(stack: StackHandle, scenario: C
     rep.labels(epic="Traffic switching", feature="Routing", story="answers from another model", suite="routing")
     sc = scenario("routing-wrong-model")
     injected = 0.05
-    rules = [http.rewrite_model(stack.fault_proxy(n), "another-model", fraction=injected) for n in names]
-    fault = faults.AllOf(rules)
+    fault = faults.AllOf([rewrite_model(stack.fault_proxy(n), "another-model", fraction=injected) for n in names])
     sc.inject(fault)
     # a share needs requests, not seconds: each replica's rule must have matched enough requests for
     # 2 hits (40 at 5 %); a real-vLLM canary gets under 1 req/s, so 15 s gave it 12 and no hit at all
     needed = round(2 / injected)
     with sc.phase("load while 5 % of each replica's answers name another model"):
-        records = sc.load_until(lambda: all(f.counters().get("matched", 0) >= needed for f in rules),
+        records = sc.load_until(lambda: all(f.counters().get("matched", 0) >= needed for f in fault.faults),
                                 min_s=max(8.0, sc.scaled(60)), max_s=MAX_LOAD_S, users=8, retry_policy=None)
     sc.revert()
     sc.judge("the fault really happened", [fault_proof(fault)])
@@ -148,7 +144,7 @@ def test_answers_from_another_model_are_detected(stack: StackHandle, scenario: C
 
 
 @pytest.mark.proves("hmac-signing")
-def test_signing_enforced(stack: StackHandle, summary: SummaryCollector) -> None:
+def test_signing_enforced(stack, summary) -> None:
     """At the environment's own API: the reference gateway's signing is tested in tests/gateway, not here."""
     env = stack.env
     requires(env, plan.no_signing)
@@ -162,8 +158,7 @@ def test_signing_enforced(stack: StackHandle, summary: SummaryCollector) -> None
     judge("signing", [v])
 
 
-def test_secrets_never_written(stack: StackHandle, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-                               summary: SummaryCollector) -> None:
+def test_secrets_never_written(stack, request, tmp_path_factory, summary) -> None:
     """Search everything the harness wrote (state dir, logs, Allure results, records) for every secret the
     environment holds: gateway and replica admin tokens, fault-proxy tokens, API and HMAC keys."""
     rep.labels(epic="Traffic switching", feature="Request signing", story="secrets stay secret", suite="routing")
@@ -172,6 +167,6 @@ def test_secrets_never_written(stack: StackHandle, request: pytest.FixtureReques
     alluredir = request.config.getoption("allure_report_dir", default=None)
     if alluredir:
         roots.append(Path(alluredir))
-    found = scan(roots, held, exclude=token_files(stack.env))
+    found = scan_secrets(roots, held, exclude=token_files(stack.env))
     summary.set("routing", secret_leaks=len(found.hits), secrets_checked=len(held))
     judge("secrets", [found.verdict()])

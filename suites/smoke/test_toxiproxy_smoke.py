@@ -7,17 +7,12 @@ import statistics
 import threading
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Any
 
-import allure
 import pytest
 
-from chaos.faults.network import latency
-from chaos.report import allure as rep
-from chaos.stack.toxiproxy import ToxiproxyServer
-
-if TYPE_CHECKING:
-    from pathlib import Path
+from chaos import evidence as rep
+from chaos import latency
 
 
 class _Echo(socketserver.BaseRequestHandler):
@@ -33,18 +28,17 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def echo_proxy(tmp_path: Path) -> Iterator[tuple[ToxiproxyServer, int]]:
+def echo_proxy(toxiproxy_server) -> Iterator[tuple[Any, int]]:
+    toxi = toxiproxy_server()
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    toxi = ToxiproxyServer("127.0.0.1", _free_port(), log_path=tmp_path / "toxiproxy.log").start()
     listen = _free_port()
     try:
         toxi.create_proxies([{"name": "echo", "listen": f"127.0.0.1:{listen}",
                               "upstream": f"127.0.0.1:{server.server_address[1]}"}])
         yield toxi, listen
     finally:
-        toxi.stop()
         server.shutdown()
         server.server_close()
 
@@ -60,20 +54,19 @@ def _round_trip_ms(port: int, n: int = 5) -> float:
     return statistics.median(times)
 
 
-def test_latency_toxic_applies(echo_proxy: tuple[ToxiproxyServer, int], tmp_path: Path) -> None:
+def test_latency_toxic_applies(echo_proxy: tuple[Any, int]) -> None:
     rep.labels(epic="Smoke", feature="Toxiproxy")
     toxi, port = echo_proxy
-    with allure.step("baseline through the proxy"):
+    with rep.phase("baseline through the proxy"):
         base = _round_trip_ms(port)
     assert base < 50, f"the proxy alone adds {base:.1f} ms; expected a few ms on loopback"
     fault = latency(toxi.api, "echo", latency=200, jitter=0, probe_request=None)
-    with allure.step("inject 200 ms latency"), fault:
+    with rep.phase("inject 200 ms latency"), fault:
         hurt = _round_trip_ms(port)
         assert [t["type"] for t in toxi.client().toxics("echo")] == ["latency"]
-    with allure.step("reverted"):
+    with rep.phase("reverted"):
         after = _round_trip_ms(port)
         assert toxi.client().toxics("echo") == []
-    allure.attach(f"baseline {base:.1f} ms, with toxic {hurt:.1f} ms, after revert {after:.1f} ms",
-                  "round trips", allure.attachment_type.TEXT)
+    rep.attach_text(f"baseline {base:.1f} ms, with toxic {hurt:.1f} ms, after revert {after:.1f} ms", "round trips")
     assert 190 <= hurt - base <= 400, f"latency toxic added {hurt - base:.1f} ms, expected about 200 ms"
     assert after < base + 50

@@ -15,76 +15,74 @@ from __future__ import annotations
 import shlex
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
 
 import pytest
 
-from chaos import faults, plan
-from chaos.faults import http
-from chaos.observe.gateway import gateway_failures
-from chaos.report import allure as rep
-from chaos.resilience.client import ResilientClient
-from chaos.verify.streams import (
-    MAX_TOKENS,
-    PROMPT,
+from chaos import (
+    STREAM_MAX_TOKENS,
+    STREAM_PROMPT,
     ClientAnswer,
     ClientLimit,
-    attempts_for,
+    ResilientClient,
+    client_commands,
     client_verdict,
-    gateway_verdict,
+    duplicate_chunk,
+    error_chunk,
+    fault_proof,
+    faults,
+    gateway_failures,
+    plan,
+    requires,
     run_client_command,
-    steady_run,
-    steady_verdict,
+    stream_attempts_for,
+    stream_cut,
+    stream_gateway_verdict,
+    stream_stall,
+    stream_steady_run,
+    stream_steady_verdict,
 )
-from suites.clients.test_backoff_compliance import EXAMPLES, _commands
-from suites.conftest import fault_proof, requires
+from chaos import (
+    evidence as rep,
+)
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from chaos.env import Environment
-    from chaos.faults.http import HttpFault
-    from chaos.faults.proxy_admin import FaultProxyAdmin
-    from chaos.report.summary import SummaryCollector
-    from chaos.scenario import Scenario
-    from fixtures.stack import StackHandle
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "clients"  # the reference and the naive clients
 
 # every replica gets the rule; the gateway picks which ones see traffic, so a rule alone may hit none
-CHAT: dict[str, Any] = {"match": {"path": "/v1/chat/completions"}, "expect_hits": False}
+CHAT = {"match": {"path": "/v1/chat/completions"}, "expect_hits": False}
 # case: (the fault at each replica's proxy, whether the client must get a whole answer (None: the
 # whole answer or an error), the seconds the fault adds to a request)
-CASES: dict[str, tuple[Callable[[FaultProxyAdmin], HttpFault], bool | None, float]] = {
-    "cut-after-3": (lambda p: http.stream_cut(p, after_tokens=3, **CHAT), False, 0.0),
-    "cut-after-3-with-done": (lambda p: http.stream_cut(p, after_tokens=3, done=True, **CHAT), False, 0.0),
-    "stall-1.5s-after-3": (lambda p: http.stream_stall(p, after_tokens=3, seconds=1.5, **CHAT), True, 1.5),
-    "error-chunk-after-3": (lambda p: http.error_chunk(p, after_tokens=3, **CHAT), False, 0.0),
-    "duplicate-after-3": (lambda p: http.duplicate_chunk(p, after_tokens=3, **CHAT), None, 0.0),
+CASES = {
+    "cut-after-3": (lambda p: stream_cut(p, after_tokens=3, **CHAT), False, 0.0),
+    "cut-after-3-with-done": (lambda p: stream_cut(p, after_tokens=3, done=True, **CHAT), False, 0.0),
+    "stall-1.5s-after-3": (lambda p: stream_stall(p, after_tokens=3, seconds=1.5, **CHAT), True, 1.5),
+    "error-chunk-after-3": (lambda p: error_chunk(p, after_tokens=3, **CHAT), False, 0.0),
+    "duplicate-after-3": (lambda p: duplicate_chunk(p, after_tokens=3, **CHAT), None, 0.0),
 }
 REQUESTS = 3  # per client and case
 
 
-def _reference(env: Environment) -> ResilientClient:
+def _reference(env) -> ResilientClient:
     return ResilientClient(env.endpoints.api, env.retry, model=env.endpoints.model, timeout_s=10.0,
                            api_key=env.endpoints.api_key, served_by_header=env.breaker.pool_header)
 
 
 def _ask(client: ResilientClient) -> ClientAnswer:
-    r = client.chat(PROMPT, stream=True, max_tokens=MAX_TOKENS, temperature=0)
+    r = client.chat(STREAM_PROMPT, stream=True, max_tokens=STREAM_MAX_TOKENS, temperature=0)
     first, last = r.records[0], r.records[-1]
     return ClientAnswer("reference", r.ok, r.text, finish_reason=last.finish_reason, error=last.error,
                         request_id=r.request_id, window=(first.t_send, last.t_end), order=last.stream_order)
 
 
 @pytest.fixture
-def proxies(stack: StackHandle) -> list[FaultProxyAdmin]:
+def proxies(stack):
     requires(stack.env, plan.no_fault_proxies)
     names = [t.name for t in stack.env.targets if t.fault_proxy]
     return [stack.fault_proxy(n) for n in names]
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_stream_fault(stack: StackHandle, proxies: list[FaultProxyAdmin], scenario: Callable[..., Scenario],
-                      summary: SummaryCollector, case: str) -> None:
+def test_stream_fault(stack, proxies, scenario, summary, case: str) -> None:
     env = stack.env
     make, expect_whole, fault_extra_s = CASES[case]
     rep.labels(epic="Resilience", feature="Mid-stream faults", story=case, suite="streams")
@@ -96,16 +94,15 @@ def test_stream_fault(stack: StackHandle, proxies: list[FaultProxyAdmin], scenar
         assert truth.ok and truth.shown, f"no fault-free answer to compare with: {truth.error}"
         # with no fault nothing may have been dropped as a repeat: the count check itself would be wrong
         assert "dropped" not in (truth.order or ""), f"the fault-free answer had repeats: {truth.order}"
-    commands = _commands(env)
+    commands = client_commands(env, EXAMPLES)
     steady: dict[str, tuple[ClientAnswer, ClientLimit]] = {}
     for name, cmd in commands.items():
         with sc.phase(f"client command {name}: one fault-free run, for its time limit"):
-            steady[name] = steady_run(name, cmd, env.endpoints.api, env.retry.deadline_s, truth,
+            steady[name] = stream_steady_run(name, cmd, env.endpoints.api, env.retry.deadline_s, truth,
                                       fault_extra_s=fault_extra_s)
     gw = env.endpoints.gateway_admin
     errors_before = gateway_failures(gw) if gw else None
-    rules = [make(p) for p in proxies]
-    fault = faults.AllOf(rules)
+    fault = faults.AllOf([make(p) for p in proxies])
     t0 = time.time()
     sc.inject(fault)
     answers: dict[str, list[ClientAnswer]] = {"reference": []}
@@ -118,16 +115,16 @@ def test_stream_fault(stack: StackHandle, proxies: list[FaultProxyAdmin], scenar
                       f"({limit.why})"):
             answers[name] = [run_client_command(name, cmd, env.endpoints.api, timeout_s=limit.seconds)
                              for _ in range(REQUESTS)]
-    hits = sum(f.counters().get("hits", 0) for f in rules)
+    hits = sum(f.counters().get("hits", 0) for f in fault.faults)
     sc.revert()
     errors_after = gateway_failures(gw) if gw else None
     log = stack.proxy_rows(since=t0 - 5.0)  # the replicas' side, over HTTP
-    verdicts = [client_verdict(name, got, [attempts_for(a, log) for a in got], truth=truth.shown,
+    verdicts = [client_verdict(name, got, [stream_attempts_for(a, log) for a in got], truth=truth.shown,
                                truth_finish=truth.finish_reason, expect_whole=expect_whole)
                 for name, got in answers.items()]
-    verdicts += [steady_verdict(name, ran, truth.shown) for name, (ran, _) in steady.items()]
-    verdicts.append(gateway_verdict(errors_before, errors_after, hits, expect_failures=expect_whole is not True))
-    rep.attach_text("\n".join(f"{n}: ok={a.ok} error={a.error} attempts={len(attempts_for(a, log).lines)} "
+    verdicts += [stream_steady_verdict(name, ran, truth.shown) for name, (ran, _) in steady.items()]
+    verdicts.append(stream_gateway_verdict(errors_before, errors_after, hits, expect_failures=expect_whole is not True))
+    rep.attach_text("\n".join(f"{n}: ok={a.ok} error={a.error} attempts={len(stream_attempts_for(a, log).lines)} "
                               f"window={a.window[0]:.3f}-{a.window[1]:.3f} shown={a.shown!r}"
                               for n, got in answers.items() for a in got)
                     + f"\ntruth: {truth.shown!r} ({truth.finish_reason})", "answers")
@@ -139,8 +136,7 @@ def test_stream_fault(stack: StackHandle, proxies: list[FaultProxyAdmin], scenar
 
 @pytest.mark.parametrize("case, broken", [("cut-after-3", {"no_retry_of_started_stream", "shown_in_order"}),
                                           ("duplicate-after-3", {"shown_in_order", "reported_right"})])
-def test_naive_stream_client_is_caught(stack: StackHandle, proxies: list[FaultProxyAdmin], scenario: Callable[..., Scenario],
-                                       summary: SummaryCollector, case: str, broken: set[str]) -> None:
+def test_naive_stream_client_is_caught(stack, proxies, scenario, summary, case: str, broken: set[str]) -> None:
     """Negative control: a client that prints tokens as they come, trusts [DONE] and restarts a broken
     stream must fail the verdicts that protect users."""
     env = stack.env
@@ -155,7 +151,7 @@ def test_naive_stream_client_is_caught(stack: StackHandle, proxies: list[FaultPr
         got = [run_client_command("naive", cmd, env.endpoints.api, timeout_s=30) for _ in range(REQUESTS)]
     sc.revert()
     log = stack.proxy_rows(since=t0 - 5.0)  # the replicas' side, over HTTP
-    v = client_verdict("naive", got, [attempts_for(a, log) for a in got], truth=truth.shown,
+    v = client_verdict("naive", got, [stream_attempts_for(a, log) for a in got], truth=truth.shown,
                        truth_finish=truth.finish_reason, expect_whole=CASES[case][1])
     failed = {r.check for r in v.failures}
     rep.attach_text("\n".join(r.line() for r in v.rows), "naive client verdict (expected to fail)")

@@ -1,6 +1,7 @@
 """A scenario on the real embedded stack given a short budget fails on it, naming the phase, and its
 fault (a real Toxiproxy toxic) is reverted: the next test of the same session finds no toxic left.
-Run as a team's own suite would be: a project outside the repository with the plugin's fixtures."""
+Run as a team's own suite would be: a project outside the repository, no conftest.py, the fixtures
+from the installed plugin."""
 from __future__ import annotations
 
 import os
@@ -14,25 +15,15 @@ import pytest
 from tests._support import REPO, require
 from tests.stack.stack_env import write_env
 
-CONFTEST = f"""
-import importlib.util
-
-_spec = importlib.util.spec_from_file_location("llm_chaos_root_conftest", {str(REPO / "conftest.py")!r})
-_root = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_root)
-pytest_configure = _root.pytest_configure  # the repository's fixtures: stack, scenario, summary
-"""
-
 SUITE = """
-from chaos import faults
-from chaos.experiment.budget import Budget, PhaseBudget
+from chaos import Budget, PhaseBudget, jitter
 
 
 def test_a_hold_past_its_budget(stack, scenario):
     sc = scenario("short budget", budget=Budget([PhaseBudget("inject", 60.0, "room for the rest"),
                                                  PhaseBudget("hold fault", 3.0, "a 3 s test budget")]))
     sc.observe(stack.env.endpoints.api)
-    sc.inject(faults.jitter(stack.toxiproxy, "client", latency=50, jitter=10))
+    sc.inject(jitter(stack.toxiproxy, "client", latency=50, jitter=10))
     sc.hold(120.0)
 
 
@@ -47,7 +38,6 @@ def test_a_scenario_over_its_budget_fails_naming_the_phase_and_reverts(tmp_path:
     env_file = write_env(tmp_path)
     project = tmp_path / "project"
     (project / "suites" / "demo").mkdir(parents=True)
-    (project / "conftest.py").write_text(CONFTEST)
     (project / "suites" / "demo" / "test_demo.py").write_text(SUITE)
     environ = {k: v for k, v in os.environ.items() if k not in ("CHAOS_REQUIRE", "CHAOS_ENV")}
     environ["PYTHONPATH"] = os.pathsep.join([str(REPO), environ.get("PYTHONPATH", "")])

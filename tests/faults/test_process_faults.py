@@ -9,7 +9,7 @@ import time
 import pytest
 
 from chaos.errors import FaultError, FaultNotEffective, SafetyError
-from chaos.faults import kill, pause, rank_freeze, restart, stop
+from chaos.faults import kill, pause, rank_freeze, rank_kill, restart, stop
 from chaos.targets import _proc
 from chaos.targets.process import ProcessTarget
 from tests._support import free_port
@@ -56,6 +56,39 @@ def test_rank_freeze_stops_exactly_one_rank_and_continues_it(target, policy):
         assert rec["undo"][0]["pid"] == rank1 and rec["undo"][0]["signal"] == "SIGCONT"
     assert _proc.state(rank1) != "T"
     assert policy.ledger.outstanding() == []
+
+
+def test_rank_kill_kills_exactly_one_rank_and_revert_waits_for_the_restart(target, policy):
+    t = target("--ranks", "3")
+    main, rank1, rank2 = _ranks(t, 3)
+    f = rank_kill(t, rank=1).using(policy)
+    f.inject()
+    assert f.evidence["killed_rank_pid"] == rank1
+    assert _proc.state(rank1) in (None, "Z", "X")
+    assert _proc.state(main) not in (None, "Z", "X") and _proc.state(rank2) not in (None, "Z", "X")
+    (rec,) = policy.ledger.outstanding()
+    assert rec["undo"] == []  # a dead rank is not continued: the replica's supervisor restarts the engine
+    os.kill(main, signal.SIGKILL)  # the engine dies of its rank (the tiny server does not watch its ranks)
+    f.revert()
+    assert f.evidence["engine_restarted"] is True and t.restart_count() == 1 and t.health()
+    assert policy.ledger.outstanding() == []
+
+
+def test_rank_kill_says_when_the_engine_did_not_restart(target, tmp_path):
+    from chaos.faults import Ledger, Policy
+
+    t = target("--ranks", "2")
+    _ranks(t, 2)
+    f = rank_kill(t, rank=1).using(Policy(ledger=Ledger(tmp_path / "s"), verify_timeout_s=3.0, recover_timeout_s=0.5))
+    f.inject()
+    f.revert()
+    assert f.evidence["engine_restarted"] is False and t.restart_count() == 0
+
+
+def test_rank_kill_of_a_missing_rank_is_a_clear_error(target, policy):
+    t = target()
+    with pytest.raises(FaultError, match=r"no TP rank 2: ranks \[\d+\]"):
+        rank_kill(t, rank=2).using(policy).inject()
 
 
 def test_rank_freeze_of_a_missing_rank_is_a_clear_error(target, policy):

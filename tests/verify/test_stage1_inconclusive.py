@@ -1,7 +1,7 @@
 """Stage 1 of a suite: a fault's proof that could not run is "not proven", never a pass nor a failure."""
 from __future__ import annotations
 
-from suites.conftest import fault_happened
+from chaos import fault_happened
 
 
 def _measured(probe) -> bool:

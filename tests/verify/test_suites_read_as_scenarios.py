@@ -1,10 +1,14 @@
-"""Suites read as scenario descriptions (load, fault, verdicts): no time.sleep polling and no access to
-another object's private attributes; the waiting lives in chaos/scenario.py, the verdicts in chaos/verify/."""
+"""Suites read as scenario descriptions (load, fault, verdicts): no time.sleep polling, no access to
+another object's private attributes, and no import but chaos's front door (`from chaos import ...`
+of names in chaos.__all__), pytest and the standard library; the waiting lives in chaos/scenario.py,
+the verdicts in chaos/verify/, the fixtures in the installed plugin (chaos/fixtures)."""
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
+import chaos
 from tests._support import REPO
 
 
@@ -29,3 +33,40 @@ def test_the_check_finds_what_it_forbids(tmp_path):
     bad = tmp_path / "test_bad.py"
     bad.write_text("import time\n\ndef t(sc):\n    time.sleep(1)\n    sc._observers.append(1)\n    self._ok = 1\n")
     assert _offences(bad, tmp_path) == ["test_bad.py:4: time.sleep", "test_bad.py:5: private attribute ._observers"]
+
+
+def _import_offences(path: Path, root: Path = REPO) -> list[str]:
+    """Imports of anything but the front door, pytest and the standard library."""
+    def allowed(module: str) -> bool:
+        return module == "pytest" or module.split(".")[0] in sys.stdlib_module_names or module == "__future__"
+
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        where = f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Import):
+            out += [f"{where}: import {a.name}" for a in node.names if a.name != "chaos" and not allowed(a.name)]
+        elif isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            if module == "chaos":
+                out += [f"{where}: chaos.{a.name} is not in chaos.__all__" for a in node.names
+                        if a.name not in chaos.__all__]
+            elif node.level or not allowed(module):
+                out.append(f"{where}: from {module} import {', '.join(a.name for a in node.names)}")
+    return out
+
+
+def test_every_suite_imports_only_the_front_door_and_pytest():
+    found = [o for p in sorted((REPO / "suites").rglob("*.py")) for o in _import_offences(p)]
+    assert found == [], "\n".join(found)
+
+
+def test_the_import_check_finds_what_it_forbids(tmp_path):
+    bad = tmp_path / "test_bad.py"
+    bad.write_text("import json, allure\nimport chaos.faults\nfrom chaos import Verdict, _front\n"
+                   "from chaos.verify.verdict import Verdict\nfrom suites.conftest import judge\nfrom . import x\n"
+                   "from typing import Any\nimport pytest\n\ndef f():\n    from chaos.stack import launcher\n")
+    assert _import_offences(bad, tmp_path) == [
+        "test_bad.py:1: import allure", "test_bad.py:2: import chaos.faults", "test_bad.py:3: chaos._front is not in "
+        "chaos.__all__", "test_bad.py:4: from chaos.verify.verdict import Verdict",
+        "test_bad.py:5: from suites.conftest import judge", "test_bad.py:6: from . import x",
+        "test_bad.py:11: from chaos.stack import launcher"]

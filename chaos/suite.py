@@ -2,19 +2,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 from chaos.observe.gateway import env_admin_call
 from chaos.report import allure as rep
 from chaos.report.tables import verdict_table
 from chaos.verify.verdict import Verdict
 
-if TYPE_CHECKING:
-    from chaos.env import Environment
-    from fixtures.stack import StackHandle
 
-
-def requires(env: Environment, *needs: Callable[[Environment], str | None]) -> None:
+def requires(env: Any, *needs: Callable[[Any], str | None]) -> None:
     """Skip with the first unmet requirement's reason: the same questions `chaos env check` asks
     (chaos.plan), so its table and the run agree."""
     import pytest
@@ -77,6 +74,16 @@ def fault_proof(fault: Any, *, together: bool = False) -> Verdict:
     return v
 
 
-def gateway_admin(stack: StackHandle, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+def client_commands(env: Any, examples: Path) -> dict[str, str]:
+    """The environment's `client_commands`, else llm-chaos's reference client (examples/clients) as one."""
+    import shlex
+    import sys
+
+    return dict(env.client_commands) or {
+        "reference (python, subprocess)": f"{shlex.quote(sys.executable)} {examples / 'reference_client.py'} "
+                                          f"{{base_url}} --env {shlex.quote(env.source)} --timeout 5"}
+
+
+def gateway_admin(stack: Any, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
     """Call the gateway's admin API (Bearer token from the environment); returns its JSON."""
     return env_admin_call(stack.env, method, path, body or {})
