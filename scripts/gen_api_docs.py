@@ -31,8 +31,8 @@ the front door or a docstring (`make lint` and tests/api/test_api_docs.py fail w
 
 
 def _clean(text: str) -> str:
-    # addresses differ from run to run; the page must not
-    return re.sub(r" at 0x[0-9a-fA-F]+", "", text)
+    # addresses differ from run to run, and the checkout's path from clone to clone; the page must not
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", text).replace(str(ROOT), "<repo>")
 
 
 def own_doc(obj: Any) -> str | None:
