@@ -26,8 +26,18 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/api/te
     from chaos import budgets as budgets
     from chaos import faults as faults
     from chaos import plan as plan
-    from chaos.env import Environment as Environment
-    from chaos.env import load as load_environment
+    from chaos.env import (
+        BreakerPolicy as BreakerPolicy,
+    )
+    from chaos.env import (
+        Environment as Environment,
+    )
+    from chaos.env import (
+        SLAs as SLAs,
+    )
+    from chaos.env import (
+        load as load_environment,
+    )
     from chaos.experiment import (
         AbortLimits as AbortLimits,
     )
@@ -128,6 +138,9 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/api/te
     from chaos.faults.gateway import misroute as misroute
     from chaos.faults.gateway import release_stage as release_stage
     from chaos.faults.http import (
+        HttpFault as HttpFault,
+    )
+    from chaos.faults.http import (
         duplicate_chunk as duplicate_chunk,
     )
     from chaos.faults.http import (
@@ -163,8 +176,10 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/api/te
     from chaos.faults.http import (
         stream_stall as stream_stall,
     )
+    from chaos.faults.proxy_admin import FaultProxyAdmin as FaultProxyAdmin
     from chaos.fixtures.stack import StackHandle as StackHandle
     from chaos.load import baseline as baseline
+    from chaos.load.records import RequestRecord as RequestRecord
     from chaos.load.stats import percentile as percentile
     from chaos.load.workloads import DEFAULT_CLASSES as DEFAULT_CLASSES
     from chaos.load.workloads import special_corpus as special_corpus
@@ -217,6 +232,9 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/api/te
     from chaos.verify.breaker import degrade_recovery_s as degrade_recovery_s
     from chaos.verify.breaker_sizes import (
         NAMES as BREAKER_SIZE_NAMES,
+    )
+    from chaos.verify.breaker_sizes import (
+        Size as BreakerSize,
     )
     from chaos.verify.breaker_sizes import (
         sizes as breaker_sizes,
@@ -348,7 +366,8 @@ __all__ = [  # the errors, then FRONT in its order (tests/api/test_front_door.py
     "stream_steady_run", "stream_steady_verdict", "ResilientClient", "env_secrets", "scan_secrets", "token_files",
     "DEFAULT_CLASSES", "special_corpus", "MetricsScraper", "Timeline", "PrefixRun", "prefix_counters",
     "prefix_verdict", "explorer_for", "load_schedule", "no_release_admin", "release_plan", "run_stages", "faults",
-    "plan", "budgets", "evidence", "baseline", "gateway_state", "signing",
+    "plan", "budgets", "evidence", "baseline", "gateway_state", "signing", "BreakerPolicy", "SLAs", "RequestRecord",
+    "BreakerSize", "HttpFault", "FaultProxyAdmin",
 ]
 
 

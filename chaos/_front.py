@@ -109,4 +109,8 @@ FRONT: dict[str, tuple[str, str | None]] = {
     "evidence": ("chaos.report.allure", None),
     "baseline": ("chaos.load.baseline", None), "gateway_state": ("chaos.verify.gateway_state", None),
     "signing": ("chaos.resilience.signing", None),
+    # the types a suite annotates its helpers with (mypy --strict over the suites)
+    "BreakerPolicy": ("chaos.env", "BreakerPolicy"), "SLAs": ("chaos.env", "SLAs"),
+    "RequestRecord": ("chaos.load.records", "RequestRecord"), "BreakerSize": ("chaos.verify.breaker_sizes", "Size"),
+    "HttpFault": ("chaos.faults.http", "HttpFault"), "FaultProxyAdmin": ("chaos.faults.proxy_admin", "FaultProxyAdmin"),
 }

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,11 +13,17 @@ PCTS = (50, 90, 99)
 METRICS = ("ttft", "tpot", "e2e")
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    """Linear-interpolated percentile (numpy's default) of raw values; None when empty."""
+def percentile(values: Sequence[float], q: float, *, method: str = "linear") -> float | None:
+    """The q-th percentile (q in 0..100) of raw values; None when empty. The harness's one percentile:
+    `method="linear"` interpolates (numpy's default, the load tables' P50/P99), `"nearest"` takes the
+    nearest rank (how a breaker's window P99 and the report's tables are defined)."""
     if not values:
         return None
     xs = sorted(values)
+    if method == "nearest":
+        return nearest_rank(xs, q / 100.0)
+    if method != "linear":
+        raise ValueError(f"percentile method {method!r}: expected 'linear' or 'nearest'")
     pos = (len(xs) - 1) * q / 100.0
     lo, hi = math.floor(pos), math.ceil(pos)
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)

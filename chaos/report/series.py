@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos.load.records import RequestRecord
+from chaos.load.stats import percentile
 from chaos.observe.timeline import Event, Sample, Timeline
 
 _HEALTHY_WORDS = {"up", "ok", "healthy", "serving", "ready", "true", "pass", "passing"}
@@ -90,15 +91,6 @@ def time_origin(
     return min(ts), max(ts)
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100); nan for no values."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
-    return ordered[min(rank, len(ordered)) - 1]
-
-
 def request_series(
     records: Sequence[RequestRecord], t0: float, t1: float, bucket_s: float = 1.0, p99_window_s: float = 5.0
 ) -> RequestSeries:
@@ -118,7 +110,8 @@ def request_series(
         while lo < len(done) and done[lo][0] < edge - p99_window_s:
             lo += 1
         window = [lat for t, lat in done[lo:] if t < edge]
-        p99.append(percentile(window, 99))
+        p = percentile(window, 99, method="nearest")
+        p99.append(math.nan if p is None else p)
     return RequestSeries(
         t=[i * bucket_s for i in range(n)],
         rate=[c / bucket_s for c in sent],

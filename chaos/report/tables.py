@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.load.records import RequestRecord
-from chaos.report.series import percentile
+from chaos.load.stats import percentile
 
 _CSS = (
     "body{font-family:sans-serif;font-size:13px}table{border-collapse:collapse}"
@@ -137,13 +137,17 @@ def latency_table(
         tpot = [r.tpot for r in ok if r.tpot is not None]
         sla = (slas or {}).get(cls)
         lim_ttft, lim_e2e = _get(sla, "ttft_p99_s"), _get(sla, "e2e_p99_s")
-        p99_ttft, p99_e2e = percentile(ttft, 99), percentile(e2e, 99)
+
+        def pct(values: list[float], q: float) -> float | None:
+            return percentile(values, q, method="nearest")
+
+        p99_ttft, p99_e2e = pct(ttft, 99), pct(e2e, 99)
         within: bool | None = None
         if sla is not None:
-            within = all(lim is None or (not math.isnan(v) and v <= lim)
+            within = all(lim is None or (v is not None and v <= lim)
                          for v, lim in ((p99_ttft, lim_ttft), (p99_e2e, lim_e2e)))
         errors = len(rs) - len(ok)
-        t.add(cls, len(rs), errors, 100.0 * errors / len(rs), percentile(ttft, 50), p99_ttft, percentile(e2e, 50),
-              percentile(e2e, 95), p99_e2e, percentile(tpot, 99), lim_ttft, lim_e2e, within,
+        t.add(cls, len(rs), errors, 100.0 * errors / len(rs), pct(ttft, 50), p99_ttft, pct(e2e, 50),
+              pct(e2e, 95), p99_e2e, pct(tpot, 99), lim_ttft, lim_e2e, within,
               status=None if within is None else "pass" if within else "fail")
     return t

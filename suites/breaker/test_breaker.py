@@ -15,13 +15,21 @@ probing and recovery, with request accounting still at zero lost.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from chaos import (
     BREAKER_SIZE_NAMES,
+    BreakerPolicy,
+    BreakerSize,
+    Fault,
     GatewayStateObserver,
+    Scenario,
+    StackHandle,
+    SummaryCollector,
+    Verdict,
     accounting_verdict,
     add_breaker,
     analyze_breaker,
@@ -50,7 +58,7 @@ from chaos import (
 
 LEAK_BYTES = 3 * 1024 * 1024  # per request: a trend the leak rule must see within its window
 # how each kind of fault goes into the canary replicas `names`, at the size the policy gave (s.size)
-FAULTS = {
+FAULTS: dict[str, Callable[[StackHandle, list[str], BreakerSize], list[Fault]]] = {
     "errors": lambda st, names, s: [http_error(st.fault_proxy(n), 500, fraction=s.size) for n in names],
     "latency": lambda st, names, s: [stream_stall(st.fault_proxy(n), after_tokens=1, seconds=s.size)
                                      for n in names],
@@ -63,20 +71,20 @@ FAULTS = {
 
 
 @pytest.fixture
-def gateway(stack):
+def gateway(stack: StackHandle) -> Iterator[StackHandle]:
     requires(stack.env, plan.no_breaker_view, plan.no_canary)
     _reset(stack)
     yield stack
     _reset(stack)
 
 
-def _reset(stack) -> None:
+def _reset(stack: StackHandle) -> None:
     """The operator's reset, where the gateway has one (the reference gateway's admin API)."""
     if stack.env.endpoints.gateway_admin:
         gateway_admin(stack, "POST", "/admin/reset")
 
 
-def _enough_canary_traffic(stack, size) -> None:
+def _enough_canary_traffic(stack: StackHandle, size: BreakerSize) -> None:
     """Skip early where even the capacity measured at warm-up cannot give the canary the calls per
     window that `size`'s tier needs (errors and latency: more calls never hurt those)."""
     p, rate = stack.env.breaker, stack.capacity_rps()
@@ -86,7 +94,7 @@ def _enough_canary_traffic(stack, size) -> None:
         pytest.skip(f"{why}; at most, from {rate:.1f} req/s measured at warm-up x canary_weight {p.canary_weight:g}")
 
 
-def _canary_calls(stack, canaries: list[str]) -> int:
+def _canary_calls(stack: StackHandle, canaries: list[str]) -> int:
     """Calls in the canary's breaker window: the gateway's own count where it has an admin API, else
     the calls its fault proxies passed (all of them: a health check is a call too, 1/s at most)."""
     if stack.env.endpoints.gateway_admin:
@@ -94,7 +102,7 @@ def _canary_calls(stack, canaries: list[str]) -> int:
     return sum(int(stack.fault_proxy(n).health().get("requests", 0)) for n in canaries)
 
 
-def _canary_window_full(stack, sc, canaries: list[str], target: int) -> int:
+def _canary_window_full(stack: StackHandle, sc: Scenario, canaries: list[str], target: int) -> int:
     """Hold the steady state until the canary's breaker window holds `target` calls (or 2 windows
     have passed); the calls it holds then.
 
@@ -124,10 +132,11 @@ def _canary_window_full(stack, sc, canaries: list[str], target: int) -> int:
     return calls[0]
 
 
-def _wait_closed(sc, obs, policy) -> None:
+def _wait_closed(sc: Scenario, obs: GatewayStateObserver, policy: BreakerPolicy) -> None:
     """Until the gateway's canary breaker is closed and STAYS closed: right after the revert the window
     still holds the fault's errors and may trip once more, a moment after the observer last read it."""
-    settle, closed_since = min(policy.window_s, 5.0), [None]
+    settle = min(policy.window_s, 5.0)
+    closed_since: list[float | None] = [None]
 
     def settled() -> bool:
         if obs.states.get("canary") != "closed":
@@ -150,11 +159,12 @@ PROVES = {"errors-below-degrade": ("breaker-degrade", "no trip below the error-r
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.proves(PROVES[n][0], part=PROVES[n][1]))
                                   for n in BREAKER_SIZE_NAMES])
-def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
+def test_breaker_tier(gateway: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector, name: str) -> None:
     stack = gateway
     env = stack.env
     policy = env.breaker
-    admin = bool(env.endpoints.gateway_admin)
+    admin_url = env.endpoints.gateway_admin
+    admin = bool(admin_url)
     kind = env.gateway.kind if env.gateway else "external"
     size = breaker_sizes(policy)[name]
     expect, hold = size.expect, size.hold_s
@@ -168,9 +178,9 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
     sc.observe(env.endpoints.api)
     gateway_state.watch(sc, env)  # the gateway's own state metric, shown beside the black-box verdict
     obs = None
-    if admin:
+    if admin_url:
         token = env.gateway.admin_token if env.gateway else None
-        obs = sc.add_observer(GatewayStateObserver(env.endpoints.gateway_admin, sc.timeline, token=token).start())
+        obs = sc.add_observer(GatewayStateObserver(admin_url, sc.timeline, token=token).start())
     with sc.phase("start load"):
         load_t0 = time.time()
         # 8 closed-loop users, or the environment's own count where its gateway needs more to be busy
@@ -209,7 +219,7 @@ def test_breaker_tier(gateway, scenario, summary, name: str) -> None:
     stack.attribute_replicas(records)  # which replica served each request, where no pool header said so
     attempts = stack.upstream_attempts(load_t0, time.time()) or records
     stage1 = fault_proof(fault)
-    verdicts: list = [accounting_verdict(records, stack.server_log(records=records))]
+    verdicts: list[Verdict] = [accounting_verdict(records, stack.server_log(records=records))]
     analysis = analyze_breaker(attempts, policy, baseline_until=t0)
     try:
         if expect == "anomaly":

@@ -4,27 +4,30 @@ command listed in the environment's `client_commands` is judged the same way; a 
 loop is the negative control and must be caught."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from chaos import ResilientClient, SLOViolation, Verdict, check_backoff, client_commands, judge
+from chaos import Environment, ResilientClient, SLOViolation, SummaryCollector, Verdict, check_backoff, client_commands, judge
 from chaos import evidence as rep
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "clients"
-FAILURES = {"503": {}, "429-retry-after-0.2s": {"failure": "429", "retry_after": 0.2}, "reset": {"failure": "reset"}}
+FAILURES: dict[str, dict[str, Any]] = {
+    "503": {}, "429-retry-after-0.2s": {"failure": "429", "retry_after": 0.2}, "reset": {"failure": "reset"}}
 
 
-def _reference(env):
-    def call(base_url: str):
+def _reference(env: Environment) -> Callable[[str], object]:
+    def call(base_url: str) -> object:
         return ResilientClient(base_url, env.retry, model=env.endpoints.model, timeout_s=5.0).chat("hello")
     return call
 
 
 @pytest.mark.parametrize("failure", list(FAILURES))
-def test_reference_client_complies(chaos_env, summary, failure: str) -> None:
+def test_reference_client_complies(chaos_env: Environment, summary: SummaryCollector, failure: str) -> None:
     rep.labels(epic="Client compatibility", feature="Backoff", story=f"reference client, {failure}", suite="clients")
-    kw = {"failure": "503", **FAILURES[failure]}
+    kw: dict[str, Any] = {"failure": "503", **FAILURES[failure]}
     with rep.phase(f"run the reference client against a recorder failing with {failure}"):
         v = check_backoff(_reference(chaos_env), chaos_env.retry, fail_first=3, clients=8,
                           model=chaos_env.endpoints.model, **kw)
@@ -34,7 +37,7 @@ def test_reference_client_complies(chaos_env, summary, failure: str) -> None:
 
 @pytest.mark.proves("retry-interval-500ms", "exponential-backoff")
 @pytest.mark.parametrize("name", ["listed"])
-def test_listed_client_commands_comply(chaos_env, summary, name: str) -> None:
+def test_listed_client_commands_comply(chaos_env: Environment, summary: SummaryCollector, name: str) -> None:
     rep.labels(epic="Client compatibility", feature="Backoff", story="client commands", suite="clients")
     if not chaos_env.client_commands:  # llm-chaos's own client passing says nothing about the team's
         mine = Verdict("the environment's client commands")
@@ -54,7 +57,7 @@ def test_listed_client_commands_comply(chaos_env, summary, name: str) -> None:
     assert not failures, "; ".join(failures)
 
 
-def test_naive_client_is_caught(chaos_env, summary) -> None:
+def test_naive_client_is_caught(chaos_env: Environment, summary: SummaryCollector) -> None:
     """Negative control: a fixed-100 ms retry loop must fail the min-interval and exponential rules."""
     rep.labels(epic="Client compatibility", feature="Backoff", story="negative control", suite="clients")
     cmd = f"bash {EXAMPLES / 'naive_retry.sh'} {{base_url}}"

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 import pytest
 
-from chaos import Verdict, accounting_verdict, judge, plan, requires
+from chaos import Scenario, StackHandle, SummaryCollector, Verdict, accounting_verdict, judge, plan, requires
 from chaos import evidence as rep
 
 BAD_REQUESTS = {
@@ -28,13 +30,14 @@ def _post(url: str, body: bytes, ctype: str) -> int:
     req = urllib.request.Request(url, data=body, headers={"Content-Type": ctype})
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
-            return r.status
+            return int(r.status)
     except urllib.error.HTTPError as e:
         return e.code
 
 
 @pytest.mark.proves("emoji-nfkc")
-def test_special_characters_never_take_a_replica_down(stack, scenario, summary) -> None:
+def test_special_characters_never_take_a_replica_down(stack: StackHandle, scenario: Callable[..., Scenario],
+        summary: SummaryCollector) -> None:
     env = stack.env
     rep.labels(epic="Robustness", feature="Inputs", story="special-character corpus", suite="inputs")
     names = [t.name for t in env.targets]
@@ -63,7 +66,7 @@ def test_special_characters_never_take_a_replica_down(stack, scenario, summary) 
 
 
 @pytest.mark.parametrize("case", list(BAD_REQUESTS))
-def test_bad_request_gets_4xx(stack, case: str) -> None:
+def test_bad_request_gets_4xx(stack: StackHandle, case: str) -> None:
     env = stack.env
     rep.labels(epic="Robustness", feature="Inputs", story="malformed requests", suite="inputs")
     body, ctype = BAD_REQUESTS[case]
@@ -93,7 +96,9 @@ def _send_corpus(url: str, model: str, prompts: list[str]) -> list[int]:
 
 @pytest.mark.destructive
 @pytest.mark.parametrize("normalize", [True, False], ids=["normalization-on", "normalization-off-negative-control"])
-def test_unicode_normalization_guards_the_tokenizer(stack, extra_gateway, summary, normalize: bool) -> None:
+def test_unicode_normalization_guards_the_tokenizer(stack: StackHandle, extra_gateway: Callable[..., AbstractContextManager[str]],
+        summary: SummaryCollector,
+        normalize: bool) -> None:
     """With the replicas' tokenizer-crash fault armed (the seed's emoji incident), NFKC at the gateway
     keeps every replica up; with normalization off the same corpus kills one, and the suite says so."""
     from chaos import faults

@@ -5,17 +5,22 @@ profile is sent to it directly; its output tokens per second and E2E P99 are jud
 environment's `degraded_floor`."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
-from chaos import degraded_floor_verdict, latency_table, plan, requires
+from chaos import Scenario, StackHandle, SummaryCollector, degraded_floor_verdict, latency_table, plan, requires
 from chaos import evidence as rep
 
 
 @pytest.mark.proves("degraded-floor")
-def test_degraded_mode_floor(stack, scenario, summary, tmp_path) -> None:
+def test_degraded_mode_floor(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector,
+        tmp_path: Path) -> None:
     env = stack.env
     requires(env, plan.no_degraded_floor, plan.no_local_standby)
     floor = env.degraded_floor
+    assert floor is not None  # requires() skipped an environment without one
     rep.labels(epic="Performance", feature="Load", story="degraded-mode floor", suite="load")
     rep.title(f"a replica with {floor.simulator or floor.vllm} against the floor: >= {floor.min_tokens_per_s:g} "
               f"tokens/s, E2E P99 <= {floor.max_e2e_p99_s:g} s")

@@ -8,9 +8,15 @@ command that records one; never a silent write.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from chaos import (
+    Scenario,
+    StackHandle,
+    SummaryCollector,
     Verdict,
     accounting_verdict,
     burst_drift,
@@ -26,7 +32,7 @@ from chaos import (
 )
 
 
-def baseline_gpu(baseline: dict) -> Verdict:
+def baseline_gpu(baseline: dict[str, Any]) -> Verdict:
     """The seed's baseline record holds the GPU's temperature and power; without them it is not proven."""
     v = Verdict("baseline GPU figures")
     gpu = baseline.get("gpu") or {}
@@ -47,7 +53,8 @@ PROVES = {"mix-7-2-1": ("mix-7-2-1", "xl-failure-rate", "baseline-gpu"),
 @pytest.mark.slow
 @pytest.mark.parametrize("workload", [pytest.param(w, marks=pytest.mark.proves(*PROVES.get(w, ())))
                                       for w in bl.WORKLOADS])
-def test_load_against_sla_and_baseline(stack, scenario, summary, workload: str) -> None:
+def test_load_against_sla_and_baseline(stack: StackHandle, scenario: Callable[..., Scenario],
+        summary: SummaryCollector, workload: str) -> None:
     env = stack.env
     rep.labels(epic="Performance", feature="Load", story=workload, suite="load")
     rep.title(f"{workload} against the SLAs and the stored baseline")

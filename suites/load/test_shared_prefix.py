@@ -4,12 +4,18 @@ the prefix-cache hit rate (at least `slas.prefix_cache_hit_rate` where the envir
 KV-cache memory saved (peak usage against the unshared run), and the TTFT change."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from chaos import (
     DEFAULT_CLASSES,
     MetricsScraper,
     PrefixRun,
+    Scenario,
+    StackHandle,
+    SummaryCollector,
     Timeline,
     latency_table,
     prefix_counters,
@@ -35,7 +41,8 @@ def _counters(urls: list[str]) -> tuple[float, float]:
 
 
 @pytest.mark.proves("prefix-reuse")
-def test_shared_prefix_reuse_memory_and_latency(stack, scenario, summary) -> None:
+def test_shared_prefix_reuse_memory_and_latency(stack: StackHandle, scenario: Callable[..., Scenario],
+        summary: SummaryCollector) -> None:
     env = stack.env
     rep.labels(epic="Performance", feature="Load", story="shared-prefix workload", suite="load")
     rep.title(f"{N} requests sharing prefixes against {N} that share none")
@@ -43,9 +50,11 @@ def test_shared_prefix_reuse_memory_and_latency(stack, scenario, summary) -> Non
     urls = [stack.direct_url(name) for name in stack.targets]
     prefix_tokens = env.load.classes.get("short", DEFAULT_CLASSES["short"]) * 4
     runs = {}
-    for label, load in (("unshared", {"workload": "mix", "mix": {"same-size": 1}, "special_share": 0.0,
-                                      "classes": {"same-size": prefix_tokens + SUFFIX_TOKENS}}),
-                        ("shared", {"workload": "shared_prefix", "workload_n": N})):
+    loads: list[tuple[str, dict[str, Any]]] = [
+        ("unshared", {"workload": "mix", "mix": {"same-size": 1}, "special_share": 0.0,
+                      "classes": {"same-size": prefix_tokens + SUFFIX_TOKENS}}),
+        ("shared", {"workload": "shared_prefix", "workload_n": N})]
+    for label, load in loads:
         q0, h0 = _counters(urls)
         scrapers = [MetricsScraper(u, Timeline(), interval_s=0.2).start() for u in urls]  # the KV-cache peak
         with sc.phase(f"{N} requests, {label} prefixes"):

@@ -7,10 +7,18 @@ within the degraded-mode SLA.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from chaos import (
+    Fault,
+    RequestRecord,
+    Scenario,
+    SLAs,
+    StackHandle,
+    SummaryCollector,
     Verdict,
     accounting_verdict,
     fault_happened,
@@ -25,7 +33,7 @@ from chaos import (
     evidence as rep,
 )
 
-TOXICS = {
+TOXICS: dict[str, tuple[Callable[[Any, str], Fault], dict[str, Any], float]] = {
     # name: (factory, load overrides, seconds held before scaling)
     "jitter-300ms-5s": (lambda t, p: faults.jitter(t, p, latency=2650, jitter=2350), {}, 100),
     "reset-peer": (lambda t, p: faults.reset_peer(t, p, timeout=0, stream="upstream", toxicity=1.0), {}, 40),
@@ -33,22 +41,24 @@ TOXICS = {
 }
 
 
-def _client_proxy(stack) -> str:
+def _client_proxy(stack: StackHandle) -> str:
     requires(stack.env, plan.no_client_proxy)
-    return plan.client_proxy(stack.env)
+    proxy = plan.client_proxy(stack.env)
+    assert proxy is not None  # requires() skipped an environment without one
+    return proxy
 
 
-def _listed(names) -> bool:
+def _listed(names: object) -> bool:
     """Toxiproxy listed the toxic with its settings"""
     return bool(names)
 
 
-def _measured(probe) -> bool:
+def _measured(probe: object) -> bool:
     """a probe through the proxy saw the toxic's effect"""
     return isinstance(probe, dict) and probe.get("during") is not None
 
 
-def _degraded_latency(records, t0: float, t1: float, slas) -> Verdict:
+def _degraded_latency(records: list[RequestRecord], t0: float, t1: float, slas: SLAs) -> Verdict:
     v = Verdict("degraded-mode latency", window=(t0, t1))
     during = [r.e2e for r in records if r.ok and r.e2e is not None and t0 <= r.t_send <= t1]
     base = max((l.e2e_p99_s for l in slas.latency.values()), default=10.0)
@@ -61,7 +71,7 @@ def _degraded_latency(records, t0: float, t1: float, slas) -> Verdict:
 
 @pytest.mark.parametrize("toxic", [pytest.param(t, marks=[pytest.mark.proves("network-jitter")] if t.startswith("jitter")
                                                    else []) for t in TOXICS])
-def test_client_path_toxic(stack, scenario, summary, toxic: str) -> None:
+def test_client_path_toxic(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector, toxic: str) -> None:
     env = stack.env
     proxy = _client_proxy(stack)
     make, overrides, hold = TOXICS[toxic]

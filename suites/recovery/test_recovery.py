@@ -11,10 +11,17 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from chaos import (
+    Fault,
+    Scenario,
+    StackHandle,
+    SummaryCollector,
     accounting_verdict,
     add_recovery,
     budgets,
@@ -35,10 +42,10 @@ from chaos import (
 )
 
 # Poisson arrivals at the environment's load.rate_per_s (what its replicas are sized for)
-LOADS = {"steady-users": {}, "poisson": {"users": None, "shape": "rate"}}
+LOADS: dict[str, dict[str, Any]] = {"steady-users": {}, "poisson": {"users": None, "shape": "rate"}}
 
 
-def make_fault(kind: str, stack, name: str):
+def make_fault(kind: str, stack: StackHandle, name: str) -> Fault:
     """The fault objects of this suite, aimed at target `name`."""
     t = stack.target(name)
     cfg = stack.env.target(name)
@@ -51,20 +58,22 @@ def make_fault(kind: str, stack, name: str):
     if kind == "nccl-rank-freeze":  # the target was chosen with TP > 1 (chaos/hurt.py)
         return faults.rank_freeze(t, rank=1)
     if kind == "nccl-rank-link-cut":  # ... and a rank link through Toxiproxy
+        assert stack.toxiproxy is not None, "chaos/hurt.py picks a link cut only where Toxiproxy carries the rank link"
         return faults.rank_link_cut(stack.toxiproxy, cfg.rank_proxies[0])
     raise ValueError(kind)
 
 
-def engine_timeout_s(cfg) -> float:
+def engine_timeout_s(stack: StackHandle, name: str) -> float:
     """How long the engine waits on a frozen or cut-off rank before it dies (then its supervisor restarts it)."""
-    return budgets.engine_timeout(cfg)[0]
+    return budgets.engine_timeout(stack.env.target(name))[0]
 
 
 # instantaneous faults are over once injected; lasting ones are held until the engine has died
 INSTANT = {"gpu-driver-reset", "crash-sigkill", "engine-death-exit0"}
 
 
-def run_recovery(stack, scenario, summary, kind: str | None, load: str, name: str) -> None:
+def run_recovery(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector, kind: str | None,
+        load: str, name: str) -> None:
     env = stack.env
     rep.labels(epic="Resilience", feature="Recovery", story=kind or "baseline", suite="recovery")
     rep.title(f"{kind or 'no fault (baseline)'} on {name} under {load} load")
@@ -73,12 +82,12 @@ def run_recovery(stack, scenario, summary, kind: str | None, load: str, name: st
     sc.observe(env.endpoints.api, source="api")
     with sc.phase("start load", profile=load):
         # long enough for the slowest allowed recovery plus the steady-state windows after it
-        sc.start_load(duration_s=2 * env.slas.recovery_s + 4 * sc.scaled(30) + 60, **LOADS[load],
-                      **({"rate": env.load.rate_per_s} if load == "poisson" else {}))
+        rate: dict[str, Any] = {"rate": env.load.rate_per_s} if load == "poisson" else {}
+        sc.start_load(duration_s=2 * env.slas.recovery_s + 4 * sc.scaled(30) + 60, **LOADS[load], **rate)
     sc.steady_state(2.0)
     target = stack.target(name)
     restarts_before = target.restart_count()
-    evidence: dict = {}
+    evidence: dict[str, Any] = {}
     if kind is None:
         sc.wait(sc.scaled(20), "no fault: same load, same observers")
         t_inject = t_end = time.time()
@@ -93,7 +102,7 @@ def run_recovery(stack, scenario, summary, kind: str | None, load: str, name: st
         evidence = dict(getattr(fault, "evidence", {}) or {}, **(info or {}))
         if kind not in INSTANT:
             # hold until the engine has died of the timeout (its supervisor restarts it), then undo the cause
-            timeout = engine_timeout_s(env.target(name))
+            timeout = engine_timeout_s(stack, name)
             with sc.phase("wait for the engine to die", timeout_s=timeout):  # its budget: chaos/budgets.py
                 sc.poll(lambda: target.restart_count() != restarts_before, timeout=timeout + 15, every=0.1)
             evidence["engine_died_after_s"] = round(time.time() - t_inject, 2)
@@ -116,7 +125,8 @@ def run_recovery(stack, scenario, summary, kind: str | None, load: str, name: st
     stage1 = []
     if kind is not None:
         if kind == "gpu-driver-reset":  # the restart's own count: a supervisor's is not what it raised
-            checks = {"restart_count": lambda n, b=restarts_before: n is not None and n > b}
+            checks: dict[str, Callable[..., bool]] = {
+                "restart_count": lambda n, b=restarts_before: n is not None and n > b}
         else:
             checks = {"restarts_seen": lambda n: n >= 1}
         evidence["restarts_seen"] = restarts
@@ -145,7 +155,7 @@ MATRIX += [(k, "poisson") for k in ("gpu-driver-reset", "crash-sigkill")]
 PROVES = {"gpu-driver-reset": "gpu-driver-reset", "nccl-rank-freeze": "nccl-timeout", "nccl-rank-link-cut": "nccl-timeout"}
 
 
-def pytest_generate_tests(metafunc) -> None:
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Each (fault, load) of the matrix against every target the fault hurts; the id names the target."""
     if metafunc.function is test_replica_recovers:
         metafunc.parametrize("kind, load, target", hurt_params(
@@ -155,22 +165,25 @@ def pytest_generate_tests(metafunc) -> None:
 
 
 @pytest.mark.destructive
-def test_replica_recovers(stack, scenario, summary, kind: str, load: str, target: str) -> None:
+def test_replica_recovers(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector, kind: str,
+        load: str, target: str) -> None:
     run_recovery(stack, scenario, summary, kind, load, target)
 
 
-def test_baseline_no_fault(stack, scenario, summary, kind: None, load: str, target: str) -> None:
+def test_baseline_no_fault(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector,
+        kind: None, load: str, target: str) -> None:
     run_recovery(stack, scenario, summary, None, load, target)
 
 
-def _standby(stack, tmp_path, **changes):
+def _standby(stack: StackHandle, tmp_path: Path, **changes: Any) -> tuple[Any, Any]:
     """A new replica shaped like the smallest stable one, on free ports, reached directly (no proxies)."""
     requires(stack.env, plan.no_local_standby)
     return stack.standby(tmp_path, **changes)
 
 
 @pytest.mark.proves("cold-start")
-def test_cold_start_of_a_new_replica(stack, scenario, summary, tmp_path) -> None:
+def test_cold_start_of_a_new_replica(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector,
+        tmp_path: Path) -> None:
     """Standby capacity: from `start` to the first real completion, against the cold-start SLA."""
     env = stack.env
     rep.labels(epic="Resilience", feature="Recovery", story="cold start (standby SLA)", suite="recovery")
@@ -200,7 +213,7 @@ def test_cold_start_of_a_new_replica(stack, scenario, summary, tmp_path) -> None
 
 
 @pytest.mark.destructive
-def test_on_failure_policy_is_caught(stack, summary, tmp_path) -> None:
+def test_on_failure_policy_is_caught(stack: StackHandle, summary: SummaryCollector, tmp_path: Path) -> None:
     """Negative control: vLLM's engine death exits 0, so `restart: on-failure` never brings it back.
     The recovery check must fail, and say why."""
     env = stack.env

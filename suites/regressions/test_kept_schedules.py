@@ -5,19 +5,20 @@ reverted, nothing lost, the client rules on retries, and the breaker's rules (a 
 operator reset, every other trip healed) where the gateway shows its breakers."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from chaos import Scenario, StackHandle, SummaryCollector, explorer_for, load_schedule, plan, requires
 from chaos import evidence as rep
-from chaos import explorer_for, load_schedule, plan, requires
 
 KEPT = sorted(Path(__file__).parent.glob("schedule-*.yaml"))
 
 
 @pytest.mark.destructive
 @pytest.mark.parametrize("path", KEPT, ids=[p.stem for p in KEPT])
-def test_kept_schedule(stack, scenario, summary, path: Path) -> None:
+def test_kept_schedule(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector, path: Path) -> None:
     env = stack.env
     requires(env, plan.no_local_standby)  # its restarts and kills need targets this run supervises
     schedule = load_schedule(path)

@@ -10,15 +10,17 @@ A stage that fails its gate ends the release: the next never starts. The stages 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
+from chaos import Scenario, StackHandle, SummaryCollector, no_release_admin, plan, release_plan, requires, run_stages
 from chaos import evidence as rep
-from chaos import no_release_admin, plan, release_plan, requires, run_stages
 
 
 @pytest.mark.slow
 @pytest.mark.proves("gray-release")
-def test_gray_release_stages(stack, scenario, summary) -> None:
+def test_gray_release_stages(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector) -> None:
     env = stack.env
     requires(env, plan.no_canary, no_release_admin)
     release, stages, source = release_plan()

@@ -8,12 +8,16 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from chaos import (
+    Scenario,
     SLOViolation,
+    StackHandle,
+    SummaryCollector,
     Verdict,
     accounting_verdict,
     env_secrets,
@@ -55,13 +59,15 @@ def _answered_model(raw: bytes) -> str | None:
     if text.startswith("data:"):
         for line in text.splitlines():
             if line.startswith("data: {"):
-                return json.loads(line[6:]).get("model")
+                model = json.loads(line[6:]).get("model")
+                return str(model) if model is not None else None
         return None
-    return json.loads(text).get("model")
+    model = json.loads(text).get("model")
+    return str(model) if model is not None else None
 
 
 @pytest.mark.proves("no-store")
-def test_no_store_and_the_model_asked_for(stack, summary) -> None:
+def test_no_store_and_the_model_asked_for(stack: StackHandle, summary: SummaryCollector) -> None:
     env = stack.env
     rep.labels(epic="Traffic switching", feature="Routing", story="no-store and right model", suite="routing")
     v = Verdict("every response: no-store, the model asked for, the serving pool named")
@@ -80,7 +86,8 @@ def test_no_store_and_the_model_asked_for(stack, summary) -> None:
     judge("responses", [v])
 
 
-def test_misrouting_is_detected_with_its_share(stack, scenario, summary) -> None:
+def test_misrouting_is_detected_with_its_share(stack: StackHandle, scenario: Callable[..., Scenario],
+        summary: SummaryCollector) -> None:
     """Negative control: with the canary's weight at 0, a 5 % misroute must show as 5 % canary traffic."""
     env = stack.env
     requires(env, plan.no_gateway_admin, plan.no_canary)
@@ -98,8 +105,8 @@ def test_misrouting_is_detected_with_its_share(stack, scenario, summary) -> None
         sc.start_load(duration_s=duration, users=8)
         records = sc.finish_load()
     sc.revert()
-    served = [r for r in records if r.served_by]
-    wrong = [r for r in served if r.served_by.split("/", 1)[0] == "canary"]
+    served = [r.served_by for r in records if r.served_by]
+    wrong = [s for s in served if s.split("/", 1)[0] == "canary"]
     share = len(wrong) / len(served) if served else 0.0
     v = Verdict("routing: requests served by a pool that should get none")
     v.add("misrouted_share", 0.0, round(share, 4), share == 0.0, f"{len(wrong)}/{len(served)} served by canary")
@@ -114,7 +121,8 @@ def test_misrouting_is_detected_with_its_share(stack, scenario, summary) -> None
 MAX_LOAD_S = 300.0  # the bound on a load that runs until enough requests were answered
 
 
-def test_answers_from_another_model_are_detected(stack, scenario, summary) -> None:
+def test_answers_from_another_model_are_detected(stack: StackHandle, scenario: Callable[..., Scenario],
+        summary: SummaryCollector) -> None:
     """Negative control at the replicas: their fault proxies make 5 % of answers claim another model;
     the accounting's right_model check must catch that share, whatever the gateway does."""
     env = stack.env
@@ -123,13 +131,14 @@ def test_answers_from_another_model_are_detected(stack, scenario, summary) -> No
     rep.labels(epic="Traffic switching", feature="Routing", story="answers from another model", suite="routing")
     sc = scenario("routing-wrong-model")
     injected = 0.05
-    fault = faults.AllOf([rewrite_model(stack.fault_proxy(n), "another-model", fraction=injected) for n in names])
+    rules = [rewrite_model(stack.fault_proxy(n), "another-model", fraction=injected) for n in names]
+    fault = faults.AllOf(rules)
     sc.inject(fault)
     # a share needs requests, not seconds: each replica's rule must have matched enough requests for
     # 2 hits (40 at 5 %); a real-vLLM canary gets under 1 req/s, so 15 s gave it 12 and no hit at all
     needed = round(2 / injected)
     with sc.phase("load while 5 % of each replica's answers name another model"):
-        records = sc.load_until(lambda: all(f.counters().get("matched", 0) >= needed for f in fault.faults),
+        records = sc.load_until(lambda: all(f.counters().get("matched", 0) >= needed for f in rules),
                                 min_s=max(8.0, sc.scaled(60)), max_s=MAX_LOAD_S, users=8, retry_policy=None)
     sc.revert()
     sc.judge("the fault really happened", [fault_proof(fault)])
@@ -144,7 +153,7 @@ def test_answers_from_another_model_are_detected(stack, scenario, summary) -> No
 
 
 @pytest.mark.proves("hmac-signing")
-def test_signing_enforced(stack, summary) -> None:
+def test_signing_enforced(stack: StackHandle, summary: SummaryCollector) -> None:
     """At the environment's own API: the reference gateway's signing is tested in tests/gateway, not here."""
     env = stack.env
     requires(env, plan.no_signing)
@@ -158,7 +167,8 @@ def test_signing_enforced(stack, summary) -> None:
     judge("signing", [v])
 
 
-def test_secrets_never_written(stack, request, tmp_path_factory, summary) -> None:
+def test_secrets_never_written(stack: StackHandle, request: pytest.FixtureRequest,
+        tmp_path_factory: pytest.TempPathFactory, summary: SummaryCollector) -> None:
     """Search everything the harness wrote (state dir, logs, Allure results, records) for every secret the
     environment holds: gateway and replica admin tokens, fault-proxy tokens, API and HMAC keys."""
     rep.labels(epic="Traffic switching", feature="Request signing", story="secrets stay secret", suite="routing")

@@ -6,7 +6,7 @@ import socketserver
 import statistics
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -28,7 +28,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def echo_proxy(toxiproxy_server) -> Iterator[tuple[Any, int]]:
+def echo_proxy(toxiproxy_server: Callable[[], Any]) -> Iterator[tuple[Any, int]]:
     toxi = toxiproxy_server()
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
     server.daemon_threads = True

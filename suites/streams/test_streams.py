@@ -15,7 +15,9 @@ from __future__ import annotations
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +26,13 @@ from chaos import (
     STREAM_PROMPT,
     ClientAnswer,
     ClientLimit,
+    Environment,
+    FaultProxyAdmin,
+    HttpFault,
     ResilientClient,
+    Scenario,
+    StackHandle,
+    SummaryCollector,
     client_commands,
     client_verdict,
     duplicate_chunk,
@@ -49,10 +57,10 @@ from chaos import (
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "clients"  # the reference and the naive clients
 
 # every replica gets the rule; the gateway picks which ones see traffic, so a rule alone may hit none
-CHAT = {"match": {"path": "/v1/chat/completions"}, "expect_hits": False}
+CHAT: dict[str, Any] = {"match": {"path": "/v1/chat/completions"}, "expect_hits": False}
 # case: (the fault at each replica's proxy, whether the client must get a whole answer (None: the
 # whole answer or an error), the seconds the fault adds to a request)
-CASES = {
+CASES: dict[str, tuple[Callable[[FaultProxyAdmin], HttpFault], bool | None, float]] = {
     "cut-after-3": (lambda p: stream_cut(p, after_tokens=3, **CHAT), False, 0.0),
     "cut-after-3-with-done": (lambda p: stream_cut(p, after_tokens=3, done=True, **CHAT), False, 0.0),
     "stall-1.5s-after-3": (lambda p: stream_stall(p, after_tokens=3, seconds=1.5, **CHAT), True, 1.5),
@@ -62,7 +70,7 @@ CASES = {
 REQUESTS = 3  # per client and case
 
 
-def _reference(env) -> ResilientClient:
+def _reference(env: Environment) -> ResilientClient:
     return ResilientClient(env.endpoints.api, env.retry, model=env.endpoints.model, timeout_s=10.0,
                            api_key=env.endpoints.api_key, served_by_header=env.breaker.pool_header)
 
@@ -75,14 +83,15 @@ def _ask(client: ResilientClient) -> ClientAnswer:
 
 
 @pytest.fixture
-def proxies(stack):
+def proxies(stack: StackHandle) -> list[FaultProxyAdmin]:
     requires(stack.env, plan.no_fault_proxies)
     names = [t.name for t in stack.env.targets if t.fault_proxy]
     return [stack.fault_proxy(n) for n in names]
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_stream_fault(stack, proxies, scenario, summary, case: str) -> None:
+def test_stream_fault(stack: StackHandle, proxies: list[FaultProxyAdmin], scenario: Callable[..., Scenario],
+        summary: SummaryCollector, case: str) -> None:
     env = stack.env
     make, expect_whole, fault_extra_s = CASES[case]
     rep.labels(epic="Resilience", feature="Mid-stream faults", story=case, suite="streams")
@@ -102,7 +111,8 @@ def test_stream_fault(stack, proxies, scenario, summary, case: str) -> None:
                                       fault_extra_s=fault_extra_s)
     gw = env.endpoints.gateway_admin
     errors_before = gateway_failures(gw) if gw else None
-    fault = faults.AllOf([make(p) for p in proxies])
+    rules = [make(p) for p in proxies]
+    fault = faults.AllOf(rules)
     t0 = time.time()
     sc.inject(fault)
     answers: dict[str, list[ClientAnswer]] = {"reference": []}
@@ -115,7 +125,7 @@ def test_stream_fault(stack, proxies, scenario, summary, case: str) -> None:
                       f"({limit.why})"):
             answers[name] = [run_client_command(name, cmd, env.endpoints.api, timeout_s=limit.seconds)
                              for _ in range(REQUESTS)]
-    hits = sum(f.counters().get("hits", 0) for f in fault.faults)
+    hits = sum(f.counters().get("hits", 0) for f in rules)
     sc.revert()
     errors_after = gateway_failures(gw) if gw else None
     log = stack.proxy_rows(since=t0 - 5.0)  # the replicas' side, over HTTP
@@ -136,7 +146,8 @@ def test_stream_fault(stack, proxies, scenario, summary, case: str) -> None:
 
 @pytest.mark.parametrize("case, broken", [("cut-after-3", {"no_retry_of_started_stream", "shown_in_order"}),
                                           ("duplicate-after-3", {"shown_in_order", "reported_right"})])
-def test_naive_stream_client_is_caught(stack, proxies, scenario, summary, case: str, broken: set[str]) -> None:
+def test_naive_stream_client_is_caught(stack: StackHandle, proxies: list[FaultProxyAdmin], scenario: Callable[..., Scenario],
+        summary: SummaryCollector, case: str, broken: set[str]) -> None:
     """Negative control: a client that prints tokens as they come, trusts [DONE] and restarts a broken
     stream must fail the verdicts that protect users."""
     env = stack.env

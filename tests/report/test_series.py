@@ -6,6 +6,7 @@ import math
 import pytest
 
 from chaos.load.records import RequestRecord
+from chaos.load.stats import percentile
 from chaos.observe.timeline import Timeline
 from chaos.report.series import (
     Marker,
@@ -14,7 +15,6 @@ from chaos.report.series import (
     fault_windows,
     health_intervals,
     is_healthy,
-    percentile,
     phase_markers,
     request_series,
     state_steps,
@@ -66,9 +66,12 @@ def test_rolling_p99_forgets_samples_older_than_the_window():
 
 
 def test_percentile_nearest_rank():
-    assert percentile(list(range(1, 101)), 99) == 99
-    assert percentile([3.0], 50) == 3.0
-    assert math.isnan(percentile([], 99))
+    assert percentile(list(range(1, 101)), 99, method="nearest") == 99
+    assert percentile([3.0], 50, method="nearest") == 3.0
+    assert percentile([], 99, method="nearest") is None
+    assert percentile([1.0, 2.0], 50) == 1.5  # linear, numpy's default
+    with pytest.raises(ValueError, match="method"):
+        percentile([1.0], 50, method="median")
 
 
 @pytest.mark.parametrize("value,healthy", [(True, True), (False, False), (200, True), (503, False), (1, True),
