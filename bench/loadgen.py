@@ -44,24 +44,24 @@ from chaos.load.stats import percentile  # noqa: E402
 CLASSES = {"short": 32, "long": 32, "xl": 32}
 MAX_TOKENS = 16
 # every client sends a unique 32-token prompt (a counter first), so the server does the same work
-PROMPT_JSON = '{"model": "sim-model", "prompt": "%d ' + "abc " * 31 + '", "max_tokens": ' + str(MAX_TOKENS) + ', "stream": true}'
+# and asks for the usage chunk as ours does (chaos.load.workloads.body), so every client reads the same bytes
+PROMPT_JSON = ('{"model": "sim-model", "prompt": "%d ' + "abc " * 31 + '", "max_tokens": ' + str(MAX_TOKENS)
+               + ', "stream": true, "stream_options": {"include_usage": true}}')
 PLAIN = '''
 import itertools, json, os, time
-from locust import constant, events, task
+from locust import constant, events
 from chaos.load.users import PlainStreamUser
 TEMPLATE = %r.encode()
 N = itertools.count()
 class Plain(PlainStreamUser):
+    # the task is PlainStreamUser's (a second `stream` task here sent every other request as `{}`,
+    # a cheap 400 that the old count took for a completion)
     abstract = False
     wait_time = constant(0)
     path = "/v1/completions"
 
-    @task
-    def stream(self):
-        with self.client.request("POST", self.path, data=TEMPLATE %% next(N), stream=True, catch_response=True,
-                                 headers={"content-type": "application/json"}) as resp:
-            for _ in resp.iter_content(4096):
-                pass
+    def body(self):
+        return TEMPLATE %% next(N)
 
 _T = []
 @events.test_start.add_listener
