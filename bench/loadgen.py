@@ -4,6 +4,10 @@
    instrumented Locust user, a plain FastHttpUser that only reads the stream, and a plain aiohttp
    client. Reported per wall second and per CPU second of the client process while its users ran
    (= completions/s on one fully used core; the RESULT uses this: the host is shared with the server).
+   --rounds rounds, interleaved (ABC, then CBA, ...): each path's median and min-max, and the
+   per-round ratio ours / plain FastHttpUser (neighbours in time) with its median, IQR and min-max.
+   The RESULT's per-path figures and ratio are medians. Only completed requests count, for every
+   client; all three ask for the same stream (the usage chunk included).
 2. TTFT error of our records against the simulator's ground-truth request log at 256 concurrent
    streams: (t_send + ttft) - t_first_token per request, where the log's t_first_token is when the
    server handed the first token's chunk to the kernel and the client times each event by the
