@@ -4,6 +4,10 @@
    instrumented Locust user, a plain FastHttpUser that only reads the stream, and a plain aiohttp
    client. Reported per wall second and per CPU second of the client process while its users ran
    (= completions/s on one fully used core; the RESULT uses this: the host is shared with the server).
+   --rounds rounds, interleaved (ABC, then CBA, ...): each path's median and min-max, and the
+   per-round ratio ours / plain FastHttpUser (neighbours in time) with its median, IQR and min-max.
+   The RESULT's per-path figures and ratio are medians. Only completed requests count, for every
+   client; all three ask for the same stream (the usage chunk included).
 2. TTFT error of our records against the simulator's ground-truth request log at 256 concurrent
    streams: (t_send + ttft) - t_first_token per request, where the log's t_first_token is when the
    server handed the first token's chunk to the kernel and the client times each event by the
@@ -17,7 +21,7 @@
      (its busy share is printed) and a late read can only be bounded, not corrected: TCP merges
      segments that wait unread and keeps the newest stamp.
 Falls back to tests/load/sse_server.py when the simulator is not runnable (says so).
-Run: .venv/bin/python bench/loadgen.py [--duration 8]
+Run: .venv/bin/python bench/loadgen.py [--duration 4] [--rounds 5]
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ import json
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,24 +48,24 @@ from chaos.load.stats import percentile  # noqa: E402
 CLASSES = {"short": 32, "long": 32, "xl": 32}
 MAX_TOKENS = 16
 # every client sends a unique 32-token prompt (a counter first), so the server does the same work
-PROMPT_JSON = '{"model": "sim-model", "prompt": "%d ' + "abc " * 31 + '", "max_tokens": ' + str(MAX_TOKENS) + ', "stream": true}'
+# and asks for the usage chunk as ours does (chaos.load.workloads.body), so every client reads the same bytes
+PROMPT_JSON = ('{"model": "sim-model", "prompt": "%d ' + "abc " * 31 + '", "max_tokens": ' + str(MAX_TOKENS)
+               + ', "stream": true, "stream_options": {"include_usage": true}}')
 PLAIN = '''
 import itertools, json, os, time
-from locust import constant, events, task
+from locust import constant, events
 from chaos.load.users import PlainStreamUser
 TEMPLATE = %r.encode()
 N = itertools.count()
 class Plain(PlainStreamUser):
+    # the task is PlainStreamUser's (a second `stream` task here sent every other request as `{}`,
+    # a cheap 400 that the old count took for a completion)
     abstract = False
     wait_time = constant(0)
     path = "/v1/completions"
 
-    @task
-    def stream(self):
-        with self.client.request("POST", self.path, data=TEMPLATE %% next(N), stream=True, catch_response=True,
-                                 headers={"content-type": "application/json"}) as resp:
-            for _ in resp.iter_content(4096):
-                pass
+    def body(self):
+        return TEMPLATE %% next(N)
 
 _T = []
 @events.test_start.add_listener
@@ -145,7 +150,11 @@ def plain_fasthttp(url: str, users: int, duration: float, tmp: Path) -> tuple[fl
     with open(f"{prefix}_stats.csv") as f:
         row = [r for r in csv.DictReader(f) if r["Name"] == "Aggregated"][0]
     meta = json.loads((tmp / "plain-meta.json").read_text())
-    n = int(row["Request Count"])
+    # completions, as for ours (ok records only): a failed request is cheap and must not count
+    n = int(row["Request Count"]) - int(row["Failure Count"])
+    if int(row["Failure Count"]):
+        print(f"  plain FastHttpUser: {row['Failure Count']} of {row['Request Count']} requests failed "
+              f"(see {prefix}_failures.csv); only the completed ones count")
     return n / meta["wall_s"], n / meta["cpu_s"]
 
 
@@ -226,21 +235,23 @@ def _row(label: str, errs: list[float], busy: float | None) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--duration", type=float, default=6.0)
+    ap.add_argument("--duration", type=float, default=4.0)
     ap.add_argument("--users", type=int, default=32)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="loadgen-"))
     log = tmp / "server-requests.jsonl"
     srv = Server(log)
     try:
         print(f"server: {srv.kind} at {srv.url}; {os.cpu_count()} cores on this host (server shares them)")
-        best = {"ours": (0.0, 0.0), "fast": (0.0, 0.0), "aio": (0.0, 0.0)}
-        for i in range(args.rounds):  # interleaved rounds, best of each: the host is shared and noisy
-            for key, fn, extra in (("ours", ours, tmp / f"ours{i}"), ("fast", plain_fasthttp, tmp),
-                                   ("aio", plain_aiohttp, None)):
-                got = fn(srv.url, args.users, args.duration, *([extra] if extra else []))
-                best[key] = max(best[key], got, key=lambda v: v[1])
+        runs: dict[str, list[tuple[float, float]]] = {"ours": [], "fast": [], "aio": []}
+        for i in range(args.rounds):
+            # interleaved, and each round in the reverse order of the last (ABC CBA ...): a slow spell
+            # of the shared host falls on every path alike, and the per-round ratio compares
+            # neighbours in time
+            order = [("ours", ours, tmp / f"ours{i}"), ("fast", plain_fasthttp, tmp), ("aio", plain_aiohttp, None)]
+            for key, fn, extra in (order if i % 2 == 0 else order[::-1]):
+                runs[key].append(fn(srv.url, args.users, args.duration, *([extra] if extra else [])))
         saturated = ttft_run(srv.url, tmp, "ttft-instant", args.duration)
     finally:
         srv.stop()
@@ -254,18 +265,28 @@ def main() -> None:
     if not errs:
         raise SystemExit("no records matched the server's request log")
     p99 = percentile([abs(e) for e in errs], 99)
-    print(f"{'client (' + str(args.users) + ' users, 1 process)':<34}{'per wall s':>12}{'per CPU s':>12}")
+    print(f"{'client (' + str(args.users) + ' users, 1 process), ' + str(args.rounds) + ' rounds':<40}"
+          f"{'per wall s':>12}{'per CPU s: median':>19}{'min-max':>16}")
+    med: dict[str, float] = {}
     for name, key in (("ours (instrumented user)", "ours"), ("plain FastHttpUser", "fast"), ("plain aiohttp", "aio")):
-        print(f"{name:<34}{best[key][0]:>12.0f}{best[key][1]:>12.0f}")
-    ours_s, fast_s, aio_s = best["ours"][1], best["fast"][1], best["aio"][1]
-    print(f"ours / plain FastHttpUser (per CPU s = on one core): {ours_s / fast_s:.2f}")
+        wall, cpu = [r[0] for r in runs[key]], [r[1] for r in runs[key]]
+        med[key] = statistics.median(cpu)
+        print(f"{name:<40}{statistics.median(wall):>12.0f}{med[key]:>19.0f}{f'{min(cpu):.0f}-{max(cpu):.0f}':>16}")
+    ratios = [o[1] / f[1] for o, f in zip(runs["ours"], runs["fast"], strict=True) if f[1] > 0]
+    if not ratios:
+        raise SystemExit("plain FastHttpUser completed no request in any round")
+    q = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [ratios[0]] * 3
+    print(f"ours / plain FastHttpUser per CPU s (= on one core), per round: median {statistics.median(ratios):.2f}, "
+          f"IQR {q[0]:.2f}-{q[2]:.2f}, min-max {min(ratios):.2f}-{max(ratios):.2f} "
+          f"({' '.join(f'{r:.2f}' for r in ratios)})")
     print(f"TTFT error vs server log, ms, 256 streams{'':<4}{'n':>7}{'p50':>9}{'p99 |e|':>11}{'max':>10}{'busy':>8}")
     print(_row("h200 x8 (20-50 ms steps), Poisson", errs, paced.client_busy))
     print(_row("instant, closed loop, client CPU-bound", serrs, saturated.client_busy))
     print(f"mean streams in flight: {in_flight(paced.records):.0f} (h200 x8), "
           f"{in_flight(saturated.records):.0f} (instant); busy = the load process's CPU share")
-    print(f"RESULT ours_per_s={ours_s:.0f} fasthttp_per_s={fast_s:.0f} aiohttp_per_s={aio_s:.0f} "
-          f"ttft_err_p99_ms={p99:.3f}")
+    print(f"RESULT ours_per_s={med['ours']:.0f} fasthttp_per_s={med['fast']:.0f} aiohttp_per_s={med['aio']:.0f} "
+          f"ttft_err_p99_ms={p99:.3f} ratio_median={statistics.median(ratios):.2f} "
+          f"ratio_min={min(ratios):.2f} ratio_max={max(ratios):.2f}")
 
 
 if __name__ == "__main__":

@@ -59,6 +59,31 @@ def _retry_after(headers: Mapping[str, Any] | None) -> float | None:
         return None
 
 
+def _received(raw: HTTPSocketResponse) -> bytes:
+    """The body bytes the response holds now, after one receive when it holds none; b"" at its end.
+
+    geventhttpclient offers readline (a Python loop per line) and read(n) (waits for n bytes or the
+    end: a stream's events would be timed late), so this takes its parser's buffer as they do."""
+    buf = raw._body_buffer
+    while not buf:
+        if raw.message_complete:
+            return b""
+        sock = raw._sock
+        if sock is None:
+            raise HTTPConnectionClosed("connection closed.")
+        try:
+            data = sock.recv(raw.block_size)
+            raw.feed(data)
+        except BaseException:
+            raw.release()
+            raise
+        if not data and not raw.message_complete:
+            raise HTTPConnectionClosed("connection closed before the end of the message")
+    out = bytes(buf)
+    del buf[:]
+    return out
+
+
 class LLMUser(FastHttpUser):
     """Sends prompts from the process's workload; configured by `chaos.load.locustfile`."""
 
@@ -203,25 +228,30 @@ class LLMUser(FastHttpUser):
 
     def _read_stream(self, rec: RequestRecord, raw: HTTPSocketResponse, t0: float) -> None:
         """Read SSE events; each is timed by the kernel's receive stamp when the socket has one
-        (chaos.load.kstamp: exact while the client keeps up, never later than the clock)."""
+        (chaos.load.kstamp: exact while the client keeps up, never later than the clock).
+
+        The body is taken a receive at a time and split into lines here: a readline per line cost
+        more than the rest of the meter (bench/loadgen.py). Every line of one receive gets that
+        receive's time, as the readline loop gave it (the stamp is per receive)."""
         meter = StreamMeter(t0)
         t_end = None
-        sep = b"\n"
         wall_minus_perf = rec.t_send - t0  # kernel stamps are wall clock; the meter runs on perf_counter
+        tail = b""
         try:
             while True:
-                line = raw.readline(sep)
-                if not line:
+                data = _received(raw)
+                if not data:
                     break
                 now = _perf()
                 stamp = kstamp.arrival(not_before=rec.t_send)
                 if stamp is not None and stamp - wall_minus_perf < now:
                     now = stamp - wall_minus_perf
-                if sep == b"\n" and line.startswith(b"data:") and not line.endswith(b"\r\n"):
-                    sep = b"\n\n"  # plain-LF SSE: read one whole event per call from now on
-                line = line.strip()
-                if line and meter.feed(line, now):
-                    t_end = now
+                lines = (tail + data).split(b"\n")
+                tail = lines.pop()  # a line not yet ended: it waits for the next receive
+                for line in lines:
+                    line = line.strip()
+                    if line and meter.feed(line, now):
+                        t_end = now
             if raw.message_complete is False and not meter.done:
                 raise HTTPConnectionClosed("stream ended before the message was complete")
         except Exception as e:
@@ -251,16 +281,23 @@ class LLMUser(FastHttpUser):
 
 
 class PlainStreamUser(FastHttpUser):
-    """Baseline for the benchmark: streams a completion and only reads the bytes."""
+    """Baseline for the benchmark: streams a completion and only reads the bytes.
+
+    A subclass changes what it sends by overriding `body()`, not the task: a second `@task` named
+    `stream` would be a second task beside this one (locust collects the bases' tasks too), and
+    half the requests would send this class's payload instead."""
 
     abstract = True
     wait_time = constant(0)
     payload = b"{}"
     path = "/v1/completions"
 
+    def body(self) -> bytes:
+        return self.payload
+
     @task
     def stream(self) -> None:
-        with self.client.request("POST", self.path, data=self.payload,  # type: ignore[arg-type]  # bytes pass through
+        with self.client.request("POST", self.path, data=self.body(),  # type: ignore[arg-type]  # bytes pass through
                                  stream=True, catch_response=True, headers={"content-type": "application/json"}) as resp:
             for _ in resp.iter_content(4096):
                 pass

@@ -74,6 +74,7 @@ class GatewayMetrics:
                                  ["pool", "replica", "outcome"], registry=self.registry)
         self._rejected = Counter("chaos_gateway_rejected", "requests refused before routing", ["reason"],
                                  registry=self.registry)
+        self._request_children: dict[tuple[str, str, bool], Any] = {}
         for pool in POOLS:
             self._transitions.labels(pool, "closed", "open")
         policy.listeners.append(self.transition)
@@ -82,7 +83,11 @@ class GatewayMetrics:
         self._transitions.labels(tr.name, tr.src.value, tr.dst.value).inc()
 
     def request(self, pool: str, replica: str, ok: bool, latency_s: float) -> None:
-        self._requests.labels(pool, replica, "ok" if ok else "error").inc()
+        key = (pool, replica, ok)
+        child = self._request_children.get(key)
+        if child is None:  # labels() parses and locks on every call: look each series up once
+            child = self._request_children[key] = self._requests.labels(pool, replica, "ok" if ok else "error")
+        child.inc()
 
     def rejected(self, reason: str) -> None:
         self._rejected.labels(reason.split(":")[0][:40]).inc()

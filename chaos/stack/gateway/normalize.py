@@ -33,6 +33,10 @@ def normalize_payload(payload: dict[str, Any]) -> dict[str, Any]:
 
 def normalize_body(body: bytes) -> bytes:
     """The request body with prompts normalized; a body that is not a JSON object passes unchanged."""
+    if body.isascii() and b"\\u" not in body:
+        # plain ASCII text is its own NFKC form: nothing to change, so no JSON parse and re-encode
+        # (most requests; the parse was a tenth of the gateway's own time per request)
+        return body
     try:
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError):
