@@ -56,7 +56,11 @@ class AlertWatch:
 
     def _firings(self) -> list[Firing]:
         assert self.m.prometheus is not None
-        return self.m.prometheus.firings(self.start - 60 * self.m.step_s, self.m.clock(), self.m.step_s)
+        start, end = self.start - 60 * self.m.step_s, self.m.clock()
+        # a quarter of an evaluation: each firing's start is known to that (Prometheus returns at most
+        # 11,000 points a series, so a long game day is read coarser)
+        step = max(self.m.step_s / 4, (end - start) / 10_000)
+        return self.m.prometheus.firings(start, end, step)
 
     def settle(self) -> None:
         """Wait until each expected alert has fired and paged (at most fire_within_s after the fault took
@@ -89,8 +93,9 @@ class AlertWatch:
                 return
             self.m.sleep(min(1.0, self.m.step_s))
 
-    def verdict(self, fault_proven: bool = True) -> Verdict:
-        """The monitoring rows: fire, page, resolve, resolved page; unexpected alerts; blind spots."""
+    def verdict(self, fault_proven: bool = True, timeline: Any = None) -> Verdict:
+        """The monitoring rows: fire, page, resolve, resolved page; unexpected alerts; blind spots (each
+        firing also an event on `timeline`, beside the fault window)."""
         self.until = self.m.clock()
         w = AlertWindow(self.start, self.effect_at, self.recovered_at, self.until)
         firings: list[Firing] | None = None
@@ -101,18 +106,9 @@ class AlertWatch:
             except TargetError as e:
                 why = f"prometheus did not answer: {e}"
         cfg = self.m.config
+        for f in firings or []:
+            if timeline is not None and (f.end is None or f.end > self.start):
+                timeline.event("alert", f.alertname, t=f.start, end=f.end)
         return alert_verdict(firings, self.m.receiver, w, fault=self.fault, expect=self.expect,
                              fault_proven=fault_proven, baseline_silent=cfg.baseline_silent if cfg else True,
                              why_not=why)
-
-    def to_timeline(self, timeline: Any) -> None:
-        """Each firing stretch as a timeline event beside the fault window."""
-        if self.m.prometheus is None:
-            return
-        try:
-            firings = self._firings()
-        except TargetError:
-            return
-        for f in firings:
-            if f.end is None or f.end > self.start:
-                timeline.event("alerts", f"alert {f.alertname} firing", t=f.start, end=f.end)
