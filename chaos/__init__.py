@@ -168,6 +168,7 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/api/te
     from chaos.load.stats import percentile as percentile
     from chaos.load.workloads import DEFAULT_CLASSES as DEFAULT_CLASSES
     from chaos.load.workloads import special_corpus as special_corpus
+    from chaos.observe.alert_watch import AlertMonitor as AlertMonitor
     from chaos.observe.gateway import GatewayStateObserver as GatewayStateObserver
     from chaos.observe.gateway import gateway_failures as gateway_failures
     from chaos.observe.metrics import MetricsScraper as MetricsScraper
@@ -210,6 +211,7 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/api/te
     from chaos.verify import gateway_state as gateway_state
     from chaos.verify.accounting import accounting_verdict as accounting_verdict
     from chaos.verify.accounting import fault_allowance as fault_allowance
+    from chaos.verify.alerts import alert_verdict as alert_verdict
     from chaos.verify.anomaly import anomaly_verdict as anomaly_verdict
     from chaos.verify.anomaly import observed_anomaly as observed_anomaly
     from chaos.verify.backoff_run import check_backoff as check_backoff
@@ -323,8 +325,6 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/api/te
     from chaos.verify.streams import (
         steady_verdict as stream_steady_verdict,
     )
-    from chaos.observe.alert_watch import AlertMonitor as AlertMonitor
-    from chaos.verify.alerts import alert_verdict as alert_verdict
     from chaos.verify.verdict import Row as Row
     from chaos.verify.verdict import Verdict as Verdict
 
@@ -341,7 +341,8 @@ __all__ = [  # the errors, then FRONT in its order (tests/api/test_front_door.py
     "error_rate_below", "goodput_above", "percentile", "Verdict", "Row", "accounting_verdict", "fault_allowance",
     "recovery_verdict", "served_by", "steady_seen", "check_restart_policy", "load_verdict", "burst_drift",
     "long_prompt_failures", "degraded_floor_verdict", "retry_verdict", "signing_verdict", "anomaly_verdict",
-    "observed_anomaly", "check_backoff", "alert_verdict", "AlertMonitor", "requires", "judge", "fault_happened", "fault_proof", "gateway_admin",
+    "observed_anomaly", "check_backoff", "alert_verdict", "AlertMonitor", "requires", "judge", "fault_happened",
+    "fault_proof", "gateway_admin",
     "client_commands", "hurt_params", "StackHandle", "SummaryCollector", "add_recovery", "add_breaker",
     "latency_table", "verdict_table", "analyze_breaker", "degrade_recovery_s", "BREAKER_SIZE_NAMES", "breaker_sizes",
     "breaker_size_why_not", "breaker_window_target", "breaker_spec_vs_observed", "write_breaker_table",

@@ -110,8 +110,8 @@ def test_four_percent_errors_page_both_tiers_and_clear(page: GatewayPage) -> Non
     assert v.ok and not v.unproven, [r.line() for r in v.rows]
     for alert in ("LLMErrorRateDegrade", "LLMErrorRateRollback"):
         assert 0 <= v.row(f"{alert}: time to fire").measured <= 30
-        # the page comes after the alert fired (ALERTS is read at a quarter of the evaluation interval)
-        assert v.row(f"{alert}: time to page").measured >= v.row(f"{alert}: time to fire").measured - 0.3
+        # the page comes after the alert fired (both known to about one evaluation interval)
+        assert v.row(f"{alert}: time to page").measured >= v.row(f"{alert}: time to fire").measured - 1.0
         assert 0 <= v.row(f"{alert}: time to resolve").measured <= 60
         assert v.row(f"{alert}: time to resolved page").ok is True
 

@@ -13,7 +13,8 @@ Metrics: chaos_gateway_pool_state{pool} = 0 closed, 1 half-open, 2 open (degrade
 3 forced open (rolled back); chaos_gateway_transitions_total{pool,from,to};
 chaos_gateway_window_error_rate{pool}; chaos_gateway_window_p99_seconds{pool};
 chaos_gateway_window_calls{pool}; chaos_gateway_canary_share; chaos_gateway_requests_total
-{pool,replica,outcome}; chaos_gateway_oom_total{pool,replica}; chaos_gateway_rejected_total{reason}; chaos_gateway_rss_growth_per_hour{pool,replica}.
+{pool,replica,outcome}; chaos_gateway_oom_total{pool,replica}; chaos_gateway_rejected_total{reason};
+chaos_gateway_rss_growth_per_hour{pool,replica}.
 """
 from __future__ import annotations
 
