@@ -76,6 +76,7 @@ class _Server:
     def __init__(self, args: list[str], workdir: Path, port: int, ready_path: str) -> None:
         self.args, self.workdir, self.port, self.ready_path = args, workdir, port, ready_path
         self.proc: subprocess.Popen[bytes] | None = None
+        self.pidfile: Path | None = None
         self._log: IO[bytes] | None = None
 
     @property
@@ -106,9 +107,22 @@ class _Server:
             return ""
         return " | ".join(text.strip().splitlines()[-lines:])
 
+    def write_pidfile(self, state_dir: Path) -> None:
+        """Record the process where `chaos cleanup` reaps orphans of a SIGKILLed run (chaos.faults.ledger)."""
+        assert self.proc is not None
+        d = state_dir / "targets"
+        d.mkdir(parents=True, exist_ok=True)
+        self.pidfile = d / f"monitoring-{self.component}-{self.port}.pid"
+        me = os.getpid()
+        self.pidfile.write_text(json.dumps({
+            "target": self.component, "pid": self.proc.pid, "pgid": self.proc.pid,
+            "start": _proc.start_time(self.proc.pid), "owner": {"pid": me, "start": _proc.start_time(me)}}))
+
     def stop(self, timeout: float = 5.0) -> None:
         proc, self.proc = self.proc, None
         _proc.terminate(proc, timeout)
+        if self.pidfile is not None:
+            self.pidfile.unlink(missing_ok=True)
         if self._log:
             self._log.close()
             self._log = None
@@ -152,6 +166,7 @@ class EmbeddedMonitoring:
                      f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
                     self.workdir, port, "/-/ready")
                 self.alertmanager.start()
+                self.alertmanager.write_pidfile(Path(self.env.state_dir))
             am_url = self.alertmanager.url if self.alertmanager else (str(am.url) if am and am.url else None)
             p = self.mon.prometheus
             (self.workdir / "prometheus.yml").write_text(json.dumps(prometheus_config(
@@ -161,6 +176,7 @@ class EmbeddedMonitoring:
                 ["--config.file=prometheus.yml", f"--storage.tsdb.path={self.workdir / 'data'}",
                  f"--web.listen-address=127.0.0.1:{port}"], self.workdir, port, "/-/ready")
             self.prometheus.start()
+            self.prometheus.write_pidfile(Path(self.env.state_dir))
             self._wait_scraped()
         except BaseException:
             self.down()

@@ -76,3 +76,34 @@ def test_without_an_alertmanager_the_page_is_not_proven() -> None:
 def test_a_fault_the_environment_says_nothing_of_shows_its_alerts_unjudged() -> None:
     v = alert_verdict([Firing("Restarted", 112.0, 140.0)], None, W, fault="crash-sigkill", expect=None)
     assert v.ok and v.row("alert fired: Restarted").ok is None
+
+
+def test_without_the_programs_the_monitor_says_why_and_proves_nothing(monkeypatch) -> None:
+    from chaos.env import load
+    from chaos.fixtures.monitoring import monitoring_missing
+    from chaos.observe.alert_watch import AlertMonitor
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv("CHAOS_PROMETHEUS_BIN", raising=False)
+    env = load("local", environ={})
+    why = monitoring_missing(env)
+    assert why is not None and "prometheus not found" in why
+    watch = AlertMonitor(env.monitoring, None, None, why).watch("errors-rollback")
+    watch.took_effect()
+    watch.recovered()
+    watch.settle()  # nothing to wait for
+    v = watch.verdict()
+    assert v.ok and [r.mark for r in v.rows] == ["not proven"] and "prometheus not found" in v.rows[0].unproven
+
+
+def test_firing_stretches_are_read_from_the_alerts_series_with_their_gaps() -> None:
+    from chaos.observe.alerts import PrometheusAlerts
+
+    p = PrometheusAlerts("http://127.0.0.1:9")
+    series = {"metric": {"alertname": "A"}, "values": [[t, "1"] for t in (10, 11, 12, 20, 21)]}
+    p._get = lambda path, **kw: ({"result": [series]} if "query_range" in path  # type: ignore[method-assign]
+                                 else {"alerts": [{"labels": {"alertname": "A"}, "state": "firing"}]})
+    assert p.firings(0, 21.5, 1.0) == [Firing("A", 10, 13), Firing("A", 20, None)]
+    p._get = lambda path, **kw: ({"result": [series]} if "query_range" in path  # type: ignore[method-assign]
+                                 else {"alerts": []})
+    assert p.firings(0, 30, 1.0)[-1] == Firing("A", 20, 22)

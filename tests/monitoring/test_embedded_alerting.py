@@ -61,9 +61,10 @@ class GatewayPage:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
 
-def environment(page: GatewayPage, rules: Path) -> Environment:
+def environment(page: GatewayPage, rules: Path, state_dir: Path) -> Environment:
     return Environment.model_validate({
-        "name": "monitoring-e2e", "endpoints": {"api": "http://127.0.0.1:9", "gateway_admin": page.url},
+        "name": "monitoring-e2e", "state_dir": str(state_dir),
+        "endpoints": {"api": "http://127.0.0.1:9", "gateway_admin": page.url},
         "monitoring": {"prometheus": {"embedded": True}, "alertmanager": {"embedded": True},
                        "rule_files": [str(rules)],
                        "expect": {"errors-rollback": {"fire": ["LLMErrorRateDegrade", "LLMErrorRateRollback"],
@@ -100,8 +101,8 @@ def four_percent_on_the_canary(monitor: AlertMonitor, page: GatewayPage, hold_s:
     return watch.verdict()
 
 
-def test_four_percent_errors_page_both_tiers_and_clear(page: GatewayPage) -> None:
-    monitor, mon, rx = started(environment(page, RULES))
+def test_four_percent_errors_page_both_tiers_and_clear(page: GatewayPage, tmp_path: Path) -> None:
+    monitor, mon, rx = started(environment(page, RULES, tmp_path))
     try:
         v = four_percent_on_the_canary(monitor, page, hold_s=20)
     finally:
@@ -122,7 +123,7 @@ def test_without_the_rollback_alert_the_fault_is_a_blind_spot(page: GatewayPage,
         g["rules"] = [r for r in g["rules"] if r.get("alert") != "LLMErrorRateRollback"]
     rules = tmp_path / "without-rollback.rules.yml"
     rules.write_text(yaml.safe_dump(doc))
-    monitor, mon, rx = started(environment(page, rules))
+    monitor, mon, rx = started(environment(page, rules, tmp_path))
     try:
         v = four_percent_on_the_canary(monitor, page, hold_s=15)
     finally:
@@ -133,8 +134,8 @@ def test_without_the_rollback_alert_the_fault_is_a_blind_spot(page: GatewayPage,
     assert v.row("LLMErrorRateDegrade: time to fire").ok is True
 
 
-def test_a_quiet_baseline_pages_nobody(page: GatewayPage) -> None:
-    monitor, mon, rx = started(environment(page, RULES))
+def test_a_quiet_baseline_pages_nobody(page: GatewayPage, tmp_path: Path) -> None:
+    monitor, mon, rx = started(environment(page, RULES, tmp_path))
     try:
         watch = monitor.watch(None)
         time.sleep(8)
@@ -143,3 +144,23 @@ def test_a_quiet_baseline_pages_nobody(page: GatewayPage) -> None:
         mon.down()
         rx.stop()
     assert v.ok and v.row("no alert in the no-fault baseline").ok is True and rx.notifications == []
+
+
+def test_an_orphaned_prometheus_and_alertmanager_are_reaped_by_cleanup(page: GatewayPage, tmp_path: Path) -> None:
+    """After a SIGKILLed run nothing stops them but `chaos cleanup`: their pidfiles name them."""
+    from chaos.faults.ledger import _reap_pidfiles
+    from chaos.targets import _proc
+
+    _, mon, rx = started(environment(page, RULES, tmp_path))
+    try:
+        assert mon.prometheus is not None and mon.alertmanager is not None
+        pids = [mon.prometheus.proc.pid, mon.alertmanager.proc.pid]  # type: ignore[union-attr]
+        assert len(list((tmp_path / "targets").glob("monitoring-*.pid"))) == 2
+        reaped = _reap_pidfiles(tmp_path, force=True)
+        assert sorted(line.split()[2] for line in reaped) == ["alertmanager", "prometheus"], reaped
+        time.sleep(0.5)
+        assert not any(_proc.alive(p) for p in pids)
+    finally:
+        mon.down()
+        rx.stop()
+    assert list((tmp_path / "targets").glob("*.pid")) == []
