@@ -53,7 +53,7 @@ def test_the_local_environment_expects_alerts_its_rules_define() -> None:
     mon = load("local", environ={}).monitoring
     assert mon is not None and Path(mon.rule_files[0]) == RULES
     assert mon.expectation("errors-rollback").fire == ["LLMErrorRateDegrade", "LLMErrorRateRollback"]
-    assert mon.expectation(None) is None and mon.expectation("crash-sigkill") is None
+    assert mon.expectation(None) is None and mon.expectation("nccl-rank-freeze") is None
 
 
 def test_env_check_names_each_expected_alert_no_rule_file_defines(tmp_path: Path) -> None:
