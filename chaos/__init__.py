@@ -183,6 +183,7 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/api/te
     from chaos.load.stats import percentile as percentile
     from chaos.load.workloads import DEFAULT_CLASSES as DEFAULT_CLASSES
     from chaos.load.workloads import special_corpus as special_corpus
+    from chaos.observe.alert_watch import AlertMonitor as AlertMonitor
     from chaos.observe.gateway import GatewayStateObserver as GatewayStateObserver
     from chaos.observe.gateway import gateway_failures as gateway_failures
     from chaos.observe.metrics import MetricsScraper as MetricsScraper
@@ -225,6 +226,7 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/api/te
     from chaos.verify import gateway_state as gateway_state
     from chaos.verify.accounting import accounting_verdict as accounting_verdict
     from chaos.verify.accounting import fault_allowance as fault_allowance
+    from chaos.verify.alerts import alert_verdict as alert_verdict
     from chaos.verify.anomaly import anomaly_verdict as anomaly_verdict
     from chaos.verify.anomaly import observed_anomaly as observed_anomaly
     from chaos.verify.backoff_run import check_backoff as check_backoff
@@ -357,17 +359,17 @@ __all__ = [  # the errors, then FRONT in its order (tests/api/test_front_door.py
     "error_rate_below", "goodput_above", "percentile", "Verdict", "Row", "accounting_verdict", "fault_allowance",
     "recovery_verdict", "served_by", "steady_seen", "check_restart_policy", "load_verdict", "burst_drift",
     "long_prompt_failures", "degraded_floor_verdict", "retry_verdict", "signing_verdict", "anomaly_verdict",
-    "observed_anomaly", "check_backoff", "requires", "judge", "fault_happened", "fault_proof", "gateway_admin",
-    "client_commands", "hurt_params", "StackHandle", "SummaryCollector", "add_recovery", "add_breaker",
-    "latency_table", "verdict_table", "analyze_breaker", "degrade_recovery_s", "BREAKER_SIZE_NAMES", "breaker_sizes",
-    "breaker_size_why_not", "breaker_window_target", "breaker_spec_vs_observed", "write_breaker_table",
-    "GatewayStateObserver", "gateway_failures", "plot_breaker", "STREAM_MAX_TOKENS", "STREAM_PROMPT", "ClientAnswer",
-    "ClientLimit", "stream_attempts_for", "client_verdict", "stream_gateway_verdict", "run_client_command",
-    "stream_steady_run", "stream_steady_verdict", "ResilientClient", "env_secrets", "scan_secrets", "token_files",
-    "DEFAULT_CLASSES", "special_corpus", "MetricsScraper", "Timeline", "PrefixRun", "prefix_counters",
-    "prefix_verdict", "explorer_for", "load_schedule", "no_release_admin", "release_plan", "run_stages", "faults",
-    "plan", "budgets", "evidence", "baseline", "gateway_state", "signing", "BreakerPolicy", "SLAs", "RequestRecord",
-    "BreakerSize", "HttpFault", "FaultProxyAdmin",
+    "observed_anomaly", "check_backoff", "alert_verdict", "AlertMonitor", "requires", "judge", "fault_happened",
+    "fault_proof", "gateway_admin", "client_commands", "hurt_params", "StackHandle", "SummaryCollector",
+    "add_recovery", "add_breaker", "latency_table", "verdict_table", "analyze_breaker", "degrade_recovery_s",
+    "BREAKER_SIZE_NAMES", "breaker_sizes", "breaker_size_why_not", "breaker_window_target",
+    "breaker_spec_vs_observed", "write_breaker_table", "GatewayStateObserver", "gateway_failures", "plot_breaker",
+    "STREAM_MAX_TOKENS", "STREAM_PROMPT", "ClientAnswer", "ClientLimit", "stream_attempts_for", "client_verdict",
+    "stream_gateway_verdict", "run_client_command", "stream_steady_run", "stream_steady_verdict", "ResilientClient",
+    "env_secrets", "scan_secrets", "token_files", "DEFAULT_CLASSES", "special_corpus", "MetricsScraper", "Timeline",
+    "PrefixRun", "prefix_counters", "prefix_verdict", "explorer_for", "load_schedule", "no_release_admin",
+    "release_plan", "run_stages", "faults", "plan", "budgets", "evidence", "baseline", "gateway_state", "signing",
+    "BreakerPolicy", "SLAs", "RequestRecord", "BreakerSize", "HttpFault", "FaultProxyAdmin",
 ]
 
 

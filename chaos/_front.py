@@ -55,6 +55,7 @@ FRONT: dict[str, tuple[str, str | None]] = {
     "anomaly_verdict": ("chaos.verify.anomaly", "anomaly_verdict"),
     "observed_anomaly": ("chaos.verify.anomaly", "observed_anomaly"),
     "check_backoff": ("chaos.verify.backoff_run", "check_backoff"),
+    "alert_verdict": ("chaos.verify.alerts", "alert_verdict"), "AlertMonitor": ("chaos.observe.alert_watch", "AlertMonitor"),
     # writing a suite: preconditions, staged verdicts, the report's evidence, the target matrix
     "requires": ("chaos.suite", "requires"), "judge": ("chaos.suite", "judge"),
     "fault_happened": ("chaos.suite", "fault_happened"), "fault_proof": ("chaos.suite", "fault_proof"),

@@ -197,6 +197,9 @@ def probe(env: Environment, *, timeout: float = 3.0, docker: Callable[[str | Non
     from chaos.probe_gpu import check_gpu_telemetry
 
     out += check_gpu_telemetry(env, timeout)  # each exporter, and each target's named GPUs on its page
+    from chaos.probe_monitoring import check_monitoring
+
+    out += check_monitoring(env, timeout)  # prometheus, alertmanager, every rule file loads
     return out
 
 

@@ -22,7 +22,7 @@ READ_KEY = pytest.StashKey[bool]()
 
 # the release checklist and --require-proven; the suite fixtures (stack, scenario, summary, extra_gateway)
 pytest_plugins = ["chaos.pytest_checklist", "chaos.fixtures.stack", "chaos.fixtures.scenario", "chaos.fixtures.report",
-                  "chaos.fixtures.gateway", "chaos.fixtures.toxiproxy"]
+                  "chaos.fixtures.gateway", "chaos.fixtures.toxiproxy", "chaos.fixtures.monitoring"]
 
 MARKERS = {
     "destructive": "hurts the target (restart, kill, freeze); refused on protected environments",

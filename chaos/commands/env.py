@@ -43,6 +43,13 @@ def check(env: str = EnvOption,
     typer.echo(f"{e.name}: ok ({len(e.targets)} targets, embedded={e.embedded}, {prot}, api {e.endpoints.api})")
     for note in e.unset_unused:
         typer.echo(f"note: {note}")
+    failed = False
+    if e.monitoring is not None:
+        from chaos.probe_monitoring import expectation_problems
+
+        for problem in expectation_problems(e.monitoring):  # alert names checked against the loaded rules
+            typer.echo(f"FAIL  {e.source}: {problem}")
+            failed = True
     docker_targets = [t for t in e.targets if t.kind == "docker"]
     if read and docker_targets:
         from chaos.targets.container_facts import format_read, read_all
@@ -51,13 +58,12 @@ def check(env: str = EnvOption,
         typer.echo("read from the containers (the file overrides a value it sets):")
         for line in format_read(docker_targets, read_all(docker_targets, timeout=timeout)):
             typer.echo(f"  {line}")
-    failed = False
     if probe:
         from chaos.probe import format_probes
         from chaos.probe import probe as run_probes
 
         probes = run_probes(e, timeout=timeout)
-        failed = any(not p.ok for p in probes)
+        failed = failed or any(not p.ok for p in probes)
         typer.echo("")
         for line in format_probes(e, probes):
             typer.echo(line)

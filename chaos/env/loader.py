@@ -183,6 +183,9 @@ def parse(text: str, source: str | Path, environ: Mapping[str, str] | None = Non
         env.state_dir = str(state_dir_for(env.state_dir, path))
         env._source = str(path.resolve()) if path.exists() else str(path)
     env._unset_unused = dropped
+    if env.monitoring is not None:  # rule files are taken from the folder of the file (a built-in's link: its target)
+        real = path.resolve() if path.exists() else path
+        env.monitoring.rule_files = [str(state_dir_for(f, real)) for f in env.monitoring.rule_files]
     return env
 
 

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, model_validator
 
 from chaos.env.addresses import DockerHost, HostPort, HttpUrl, WorkerHost
+from chaos.env.monitoring import Monitoring
 from chaos.env.schema_errors import FieldProblems
 
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -394,6 +395,8 @@ class Environment(_Strict):
     baseline_file: str | None = None
     telemetry: Telemetry = Telemetry()
     degraded_floor: DegradedFloor | None = None
+    monitoring: Monitoring | None = Field(None, description="the team's Prometheus/Alertmanager and "
+                                          "the alerts each fault must raise (chaos.env.monitoring)")
     _source: str | None = PrivateAttr(None)
     _unset_unused: list[str] = PrivateAttr(default_factory=list)
 

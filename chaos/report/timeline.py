@@ -38,6 +38,7 @@ STATE_LEVELS = ["closed", "half_open", "degraded", "open", "forced_open"]
 STATE_ALIASES = {"half-open": "half_open", "rolled_back": "forced_open", "rollback": "forced_open", "forced-open": "forced_open"}
 _FAULT_COLOR = "#d62728"
 _CROSS_COLOR = "#9467bd"
+_ALERT_COLOR = "#ff7f0e"  # an alert firing (the team's monitoring), beside the fault window
 
 
 def _nice_bucket(span: float) -> float:
@@ -147,10 +148,21 @@ def plot_timeline(
         _gpu_panel(axes[4], timeline, t0)
     axes[-1].set_xlabel("seconds since run start")
     _decorate(axes, t0, t1, wins, marks)
+    if timeline is not None:
+        _alert_bands(axes[0], timeline, t0, t1)
     for ax in axes:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="upper right", fontsize=8)
     return figure_png(fig, path)
+
+
+def _alert_bands(ax: Axes, timeline: Timeline, t0: float, t1: float) -> None:
+    """Each alert's firing stretch (chaos.observe.alert_watch) as a band along the top panel's foot."""
+    for j, e in enumerate(timeline.find_events("alert")):
+        end = e.detail.get("end") or t1
+        ax.axvspan(e.t - t0, float(end) - t0, ymin=0, ymax=0.06, color=_ALERT_COLOR, alpha=0.6, lw=0,
+                   label="alert firing" if j == 0 else None)
+        ax.annotate(e.name, xy=(e.t - t0, 0.07), xycoords=("data", "axes fraction"), fontsize=6, color=_ALERT_COLOR)
 
 
 def _gpu_panel(ax: Axes, timeline: Timeline, t0: float) -> None:

@@ -10,7 +10,8 @@ degrade_latency_s; an OOM burst of exactly oom_burst_count answers, then none; a
 scenario asserts the right tier and its timing, as a table of spec vs observed: no trip below the
 thresholds, degrade, forced rollback (held until an operator reset, or to the end of the scenario
 where the gateway has no reset), a trip on the OOM burst and on the leak trend, then half-open
-probing and recovery, with request accounting still at zero lost.
+probing and recovery, with request accounting still at zero lost; and where the environment has a
+`monitoring:` section, the team's own alerts saw it (fired, paged and cleared in time, or a blind spot).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import pytest
 
 from chaos import (
     BREAKER_SIZE_NAMES,
+    AlertMonitor,
     BreakerPolicy,
     BreakerSize,
     Fault,
@@ -159,7 +161,8 @@ PROVES = {"errors-below-degrade": ("breaker-degrade", "no trip below the error-r
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.proves(PROVES[n][0], part=PROVES[n][1]))
                                   for n in BREAKER_SIZE_NAMES])
-def test_breaker_tier(gateway: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector, name: str) -> None:
+def test_breaker_tier(gateway: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector,
+        monitoring: AlertMonitor, name: str) -> None:
     stack = gateway
     env = stack.env
     policy = env.breaker
@@ -190,13 +193,16 @@ def test_breaker_tier(gateway: StackHandle, scenario: Callable[..., Scenario], s
     if (why := breaker_size_why_not(policy, size, calls)) is not None:  # can this many calls per window tell the tiers apart?
         pytest.skip(why)
     fault = faults.AllOf(FAULTS[size.kind](stack, canaries, size))
+    alerts = monitoring.watch(name)  # the team's alerts: what this scenario must page (monitoring.expect)
     t0 = time.time()
     sc.inject(fault)
+    alerts.took_effect()
     sc.hold(hold)
     if expect == "rollback":
         sc.wait(policy.window_s * 0.5, "canary must stay out until an operator reset")
     sc.revert()
     t1 = time.time()
+    alerts.recovered(t1)
     until = t1
     if expect == "rollback" and admin:
         sc.wait(policy.window_s * 0.5, "hold after revert: still rolled back")
@@ -215,6 +221,7 @@ def test_breaker_tier(gateway: StackHandle, scenario: Callable[..., Scenario], s
             else:  # no state to read: watch for as long as the policy gives a recovery
                 sc.wait(policy.window_s + 2 * policy.open_wait_s + policy.reaction_allowance_s)
             sc.wait(policy.window_s * 0.5)
+    alerts.settle()  # under the same load: each expected alert fires, pages and clears, or its time runs out
     records = sc.stop_load()
     stack.attribute_replicas(records)  # which replica served each request, where no pool header said so
     attempts = stack.upstream_attempts(load_t0, time.time()) or records
@@ -241,3 +248,4 @@ def test_breaker_tier(gateway: StackHandle, scenario: Callable[..., Scenario], s
     gateway_state.beside(verdicts[0], observed, sc, env, (t0, t1), until)
     sc.judge("the fault really happened", [stage1])
     sc.judge("the breaker behaved", verdicts)
+    sc.judge("the monitoring saw it", [alerts.verdict(fault_proven=stage1.ok, timeline=sc.timeline)])

@@ -5,7 +5,8 @@ Matrix: targets x faults x load profiles, each with a no-fault baseline under th
 targets are the ones the environment marks for each fault (a stable target, or `hurt:`), or those
 `--target` names; the NCCL faults keep those with TP > 1 (chaos/hurt.py). Each test id names its
 target, as the plan does. Every verdict has two stages: the fault really happened, then the system
-behaved.
+behaved; and where the environment has a `monitoring:` section, the team's own alerts saw it (each
+expected alert fired, paged and cleared in time; the baseline paged nobody).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from chaos import (
+    AlertMonitor,
     Fault,
     Scenario,
     StackHandle,
@@ -72,8 +74,8 @@ def engine_timeout_s(stack: StackHandle, name: str) -> float:
 INSTANT = {"gpu-driver-reset", "crash-sigkill", "engine-death-exit0"}
 
 
-def run_recovery(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector, kind: str | None,
-        load: str, name: str) -> None:
+def run_recovery(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector,
+        monitoring: AlertMonitor, kind: str | None, load: str, name: str) -> None:
     env = stack.env
     rep.labels(epic="Resilience", feature="Recovery", story=kind or "baseline", suite="recovery")
     rep.title(f"{kind or 'no fault (baseline)'} on {name} under {load} load")
@@ -85,6 +87,7 @@ def run_recovery(stack: StackHandle, scenario: Callable[..., Scenario], summary:
         rate: dict[str, Any] = {"rate": env.load.rate_per_s} if load == "poisson" else {}
         sc.start_load(duration_s=2 * env.slas.recovery_s + 4 * sc.scaled(30) + 60, **LOADS[load], **rate)
     sc.steady_state(2.0)
+    alerts = monitoring.watch(kind)  # the team's alerts: what this fault must page (monitoring.expect)
     target = stack.target(name)
     restarts_before = target.restart_count()
     evidence: dict[str, Any] = {}
@@ -99,6 +102,7 @@ def run_recovery(stack: StackHandle, scenario: Callable[..., Scenario], summary:
         # restart's inject returns once the old process is gone: a probe the old process answered while
         # it was terminating is not a recovery; at time_scale 1.0 one read 0.04 s for a 620 s restart)
         t_end = time.time()
+        alerts.took_effect(t_end)
         evidence = dict(getattr(fault, "evidence", {}) or {}, **(info or {}))
         if kind not in INSTANT:
             # hold until the engine has died of the timeout (its supervisor restarts it), then undo the cause
@@ -114,11 +118,13 @@ def run_recovery(stack: StackHandle, scenario: Callable[..., Scenario], summary:
             check_restart_policy(target, env.target(name), lambda: stack.serves(stack.direct_url(name)),
                                  wait_s=0.1)  # names the policy if that is why
             raise
+        alerts.recovered()
     window = sc.scaled(30)
     # one full rolling window after recovery at least; longer while the hurt replica's traffic is not
     # yet judged steady, up to the steady-state SLA
     sc.observe_steady(t_end, at_least_s=2 * window + 1, until=t_end + env.slas.steady_state_s + window,
                       steady=lambda recs: steady_seen(served_by(recs, name), t_end, window, env.slas))
+    alerts.settle()  # under the same load: each expected alert fires, pages and clears, or its time runs out
     records = sc.stop_load()
     stack.attribute_replicas(records)  # which replica served each request, where no pool header said so
     restarts = target.restart_count() - restarts_before
@@ -145,6 +151,8 @@ def run_recovery(stack: StackHandle, scenario: Callable[..., Scenario], summary:
     if stage1:
         sc.judge("the fault really happened", stage1)
     sc.judge("the system behaved", [rv, av])
+    # a fault that did not happen is no missed alert: stage 1 decides whether a silence counts
+    sc.judge("the monitoring saw it", [alerts.verdict(fault_proven=all(v.ok for v in stage1), timeline=sc.timeline)])
 
 
 # the matrix: every fault under steady load; the restart and crash faults under Poisson arrivals too
@@ -165,14 +173,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.mark.destructive
-def test_replica_recovers(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector, kind: str,
-        load: str, target: str) -> None:
-    run_recovery(stack, scenario, summary, kind, load, target)
+def test_replica_recovers(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector,
+        monitoring: AlertMonitor, kind: str, load: str, target: str) -> None:
+    run_recovery(stack, scenario, summary, monitoring, kind, load, target)
 
 
 def test_baseline_no_fault(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector,
-        kind: None, load: str, target: str) -> None:
-    run_recovery(stack, scenario, summary, None, load, target)
+        monitoring: AlertMonitor, kind: None, load: str, target: str) -> None:
+    run_recovery(stack, scenario, summary, monitoring, None, load, target)
 
 
 def _standby(stack: StackHandle, tmp_path: Path, **changes: Any) -> tuple[Any, Any]:

@@ -151,6 +151,9 @@ def test_errors_pass_through_and_oom_burst_trips_the_canary():
                 assert 'chaos_gateway_pool_state{pool="canary"} 2.0' in text
                 assert 'chaos_gateway_transitions_total{from="closed",pool="canary",to="open"} 1.0' in text
                 assert "chaos_gateway_window_error_rate" in text and "chaos_gateway_window_p99_seconds" in text
+                # the OOM answers, counted apart for an OOM-burst alert (examples/monitoring/rules)
+                assert 'chaos_gateway_oom_total{pool="canary",replica="c"} 3.0' in text
+                assert 'chaos_gateway_oom_total{pool="stable"' not in text
     asyncio.run(go())
 
 

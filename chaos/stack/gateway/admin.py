@@ -13,7 +13,8 @@ Metrics: chaos_gateway_pool_state{pool} = 0 closed, 1 half-open, 2 open (degrade
 3 forced open (rolled back); chaos_gateway_transitions_total{pool,from,to};
 chaos_gateway_window_error_rate{pool}; chaos_gateway_window_p99_seconds{pool};
 chaos_gateway_window_calls{pool}; chaos_gateway_canary_share; chaos_gateway_requests_total
-{pool,replica,outcome}; chaos_gateway_rejected_total{reason}; chaos_gateway_rss_growth_per_hour{pool,replica}.
+{pool,replica,outcome}; chaos_gateway_oom_total{pool,replica}; chaos_gateway_rejected_total{reason};
+chaos_gateway_rss_growth_per_hour{pool,replica}.
 """
 from __future__ import annotations
 
@@ -72,6 +73,8 @@ class GatewayMetrics:
                                     ["pool", "from", "to"], registry=self.registry)
         self._requests = Counter("chaos_gateway_requests", "proxied inference requests",
                                  ["pool", "replica", "outcome"], registry=self.registry)
+        self._ooms = Counter("chaos_gateway_oom", "answers carrying a CUDA out-of-memory error (also counted as errors)",
+                             ["pool", "replica"], registry=self.registry)
         self._rejected = Counter("chaos_gateway_rejected", "requests refused before routing", ["reason"],
                                  registry=self.registry)
         self._request_children: dict[tuple[str, str, bool], Any] = {}
@@ -82,12 +85,14 @@ class GatewayMetrics:
     def transition(self, tr: Transition) -> None:
         self._transitions.labels(tr.name, tr.src.value, tr.dst.value).inc()
 
-    def request(self, pool: str, replica: str, ok: bool, latency_s: float) -> None:
+    def request(self, pool: str, replica: str, ok: bool, latency_s: float, oom: bool = False) -> None:
         key = (pool, replica, ok)
         child = self._request_children.get(key)
         if child is None:  # labels() parses and locks on every call: look each series up once
             child = self._request_children[key] = self._requests.labels(pool, replica, "ok" if ok else "error")
         child.inc()
+        if oom:
+            self._ooms.labels(pool, replica).inc()
 
     def rejected(self, reason: str) -> None:
         self._rejected.labels(reason.split(":")[0][:40]).inc()

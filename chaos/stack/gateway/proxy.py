@@ -159,7 +159,7 @@ class Proxy:
         latency = time.monotonic() - t0
         self.policy.record(pool, ok, latency, permit, oom=oom)
         if self.metrics:
-            self.metrics.request(pool, replica.name, ok, latency)
+            self.metrics.request(pool, replica.name, ok, latency, oom)
 
     async def _forward(self, request: web.Request, body: bytes, rid: str, pool: str,
                        permit: str | None, answer: bytearray | None = None) -> web.StreamResponse:
