@@ -51,6 +51,7 @@ class NvmlSource:
             nv.nvmlShutdown()
             raise GpuUnavailable(f"NVML has no GPU {index}: {e}") from None
         self.events = None
+        self._closed = False
         try:  # events registered now: only Xids from here on are reported (the scenario's start)
             self.events = nv.nvmlEventSetCreate()
             nv.nvmlDeviceRegisterEvents(self.handle, nv.nvmlEventTypeXidCriticalError, self.events)
@@ -86,9 +87,16 @@ class NvmlSource:
         return out
 
     def close(self) -> None:
+        # idempotent: PollingObserver.stop() closes, and so may its owner; a second nvmlEventSetFree of
+        # the same set is a native double free (it aborted the process on an H200 with torch loaded), and
+        # a second nvmlShutdown would drop another NvmlSource's reference to the library
+        events, self.events = self.events, None
+        if self._closed:
+            return
+        self._closed = True
         try:
-            if self.events is not None:
-                self.nv.nvmlEventSetFree(self.events)
+            if events is not None:
+                self.nv.nvmlEventSetFree(events)
             self.nv.nvmlShutdown()
         except self.nv.NVMLError:
             pass
