@@ -97,8 +97,9 @@ class Scenario:
 
     def observe(self, base_url: str, *, source: str | None = None, health: bool = True,
                 completion: bool = True, models: bool = True) -> None:
-        """Start a health prober (10 Hz), a /v1/models prober (2 Hz) and a completion prober (~3 Hz)
-        on base_url: what the endpoint claims beside what it does (chaos.verify.health_truth).
+        """Start /health (10 Hz), /v1/models (2 Hz) and completion (~3 Hz) probers on base_url.
+
+        The first two are what the endpoint claims, the third what it does (chaos.verify.health_truth).
 
         source=None marks the primary endpoint (the one the recovery verdict reads)."""
         # probers outlive the scenario's time budget: at time_scale 1.0 a restart can take longer than 600 s
