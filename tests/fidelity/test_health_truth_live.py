@@ -41,7 +41,8 @@ def test_a_killed_tp_rank_and_what_health_claimed(tmp_path: Path, backend: str) 
             assert len(ranks) >= 2, f"needs TP 2, found ranks {ranks}"
             t_kill = time.time()
             target.signal(ranks[-1], signal.SIGKILL)
-            time.sleep(25.0)  # vLLM: 9.6 s of /health 200 recorded, then 500s, then the watchdog's exit
+            # vLLM: 9.6 s of /health 200 recorded, then 500s, then the watchdog's exit; the simulator dies at once
+            time.sleep(25.0 if backend == "vllm" else 8.0)
         finally:
             for p in probes:
                 p.stop()
