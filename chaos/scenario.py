@@ -96,8 +96,10 @@ class Scenario:
         return self.method.phase(name, **detail)
 
     def observe(self, base_url: str, *, source: str | None = None, health: bool = True,
-                completion: bool = True) -> None:
-        """Start a health prober (10 Hz) and a completion prober (~3 Hz) on base_url.
+                completion: bool = True, models: bool = True) -> None:
+        """Start /health (10 Hz), /v1/models (2 Hz) and completion (~3 Hz) probers on base_url.
+
+        The first two are what the endpoint claims, the third what it does (chaos.verify.health_truth).
 
         source=None marks the primary endpoint (the one the recovery verdict reads)."""
         # probers outlive the scenario's time budget: at time_scale 1.0 a restart can take longer than 600 s
@@ -108,6 +110,12 @@ class Scenario:
                              path=self.env.endpoints.health_path if at_api else "/health")
             h.source = self.source("health", source)
             self.observers.append(h.start())
+        if models:  # a second claim, at a modest rate: it lists the model while the engine may be dead
+            auth = {"authorization": f"Bearer {self.env.endpoints.api_key}"} if self.env.endpoints.api_key else {}
+            m = HealthProber(base_url, self.timeline, interval_s=0.5, timeout_s=1.0, max_duration_s=limit,
+                             path="/v1/models", headers=auth)
+            m.source = self.source("models", source)
+            self.observers.append(m.start())
         if completion:
             c = CompletionProber(base_url, self.timeline, model=self.env.endpoints.model, interval_s=0.3,
                                  timeout_s=2.0, api_key=self.env.endpoints.api_key, max_duration_s=limit)

@@ -260,6 +260,9 @@ class SLAs(_Strict):
     degraded_latency_factor: float = Field(3.0, ge=1, description="P99 may grow this much under network faults")
     max_retry_amplification: float = Field(3.0, ge=1)
     gpu_memory_release_s: float = Field(10.0, gt=0)
+    health_truth_s: float = Field(5.0, gt=0, description="longest window in which /health, /v1/models or the "
+                                  "gateway's health may contradict real completions (healthy while they fail, or "
+                                  "unhealthy while they succeed)")
 
 
 class RetryPolicy(_Strict):

@@ -21,15 +21,19 @@ def health_state(status: int | None, error: str | None) -> str:
 
 
 class HealthProber(PollingObserver):
-    """Samples `health/status` (HTTP status or None) and `health/latency`; events on state changes."""
+    """Samples `health/status` (HTTP status or None) and `health/latency`; events on state changes.
+
+    Any GET path is a health claim: the scenarios also probe /v1/models (source `models`)."""
 
     source = "health"
 
     def __init__(self, base_url: str, timeline: Timeline | None = None, *, interval_s: float = 0.1,
-                 timeout_s: float = 0.5, path: str = "/health", **kw: Any) -> None:
+                 timeout_s: float = 0.5, path: str = "/health",
+                 headers: dict[str, str] | None = None, **kw: Any) -> None:
         super().__init__(timeline, interval_s=interval_s, **kw)
         self.http = HttpGetter(base_url, timeout_s)
         self.path = path
+        self.headers = headers or {}
         self.state: str | None = None
 
     def poll(self) -> None:
@@ -37,7 +41,7 @@ class HealthProber(PollingObserver):
         t0 = time.perf_counter()
         status, err = None, None
         try:
-            status, _, _ = self.http.request("GET", self.path)
+            status, _, _ = self.http.request("GET", self.path, None, self.headers)
         except Exception as e:
             err = error_class(e)
         latency = time.perf_counter() - t0

@@ -14,6 +14,7 @@ from chaos.load.records import RequestRecord
 from chaos.load.stats import percentile
 from chaos.observe.timeline import Sample, Timeline
 from chaos.verify.gpu_rows import memory_rows, xid_row
+from chaos.verify.health_truth import health_truth_rows
 from chaos.verify.verdict import Verdict
 
 
@@ -104,10 +105,12 @@ def recovery_verdict(window: tuple[float, float], timeline: Timeline, records: S
                      steady_window_s: float = 10.0, p99_limit_s: float | None = None,
                      fault_error_rate_max: float | None = None, health_confirm: int = 3,
                      gpu_release_fraction: float = 0.5, gpu_retake_fraction: float = 0.8,
-                     target: str | None = None, expected_xids: Collection[int] | None = None) -> Verdict:
+                     target: str | None = None, expected_xids: Collection[int] | None = None,
+                     fault: str | None = None) -> Verdict:
     """Rows: health back, first completion, steady state, errors during the fault, restarts, GPU memory
-    on each of `target`'s GPUs after a crash, and the Xids new during the scenario (chaos.verify.gpu_rows:
-    `expected_xids` None for a non-GPU fault, where any Xid fails)."""
+    on each of `target`'s GPUs after a crash, the Xids new during the scenario (chaos.verify.gpu_rows:
+    `expected_xids` None for a non-GPU fault, where any Xid fails), and whether each health claim told
+    the truth about fault `fault` (chaos.verify.health_truth, against slas.health_truth_s)."""
     t_inject, t_revert = window
     if t_revert < t_inject:
         from chaos.errors import ConfigError
@@ -155,6 +158,8 @@ def recovery_verdict(window: tuple[float, float], timeline: Timeline, records: S
                     retake=gpu_retake_fraction)
     if timeline.series("gpu", "mem_used") or timeline.series("gpu", "temp_c"):
         xid_row(v, timeline, expected_xids)
+    # /health is "answered 200 throughout" above, unjudged; here the lie itself is measured and judged
+    health_truth_rows(v, timeline, t_inject, slas.health_truth_s, records=records, fault=fault)
     v.data = {"t_inject": t_inject, "t_revert": t_revert, "health_back_s": t_h, "first_completion_s": t_c,
               "steady_state_s": t_s, "fault_errors": bad, "fault_requests": n, "fault_attempt_errors": att_bad}
     return v

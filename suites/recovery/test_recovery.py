@@ -141,7 +141,8 @@ def run_recovery(stack: StackHandle, scenario: Callable[..., Scenario], summary:
     # GPU memory judged on each of the hurt target's GPUs; no fault here touches the GPU itself (the driver
     # reset is a container restart), so any Xid new during the scenario fails it (expected_xids None)
     rv = recovery_verdict((t_inject, t_end), sc.timeline, served_by(records, name), env.slas, restarts=restarts,
-                          crash=kind in ("crash-sigkill", "gpu-driver-reset"), steady_window_s=window, target=name)
+                          crash=kind in ("crash-sigkill", "gpu-driver-reset"), steady_window_s=window, target=name,
+                          fault=kind)
     # the fault may cost what it held when it struck (to the engine's death) plus the error budget
     t_dead = t_inject + float(evidence.get("engine_died_after_s", 0.0))
     allowance = fault_allowance(records, (t_inject, t_dead) if kind is not None else None, env.slas.error_budget)

@@ -1,0 +1,135 @@
+"""Health that tells the truth: lie windows found on constructed timelines, in both directions, and a
+missing or interrupted probe is "not proven", never a pass."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from chaos.env import parse
+from chaos.env.model import SLAs
+from chaos.errors import ConfigError
+from chaos.load.records import RequestRecord
+from chaos.observe.timeline import Timeline
+from chaos.verify.health_truth import HEALTHY_LIE, UNHEALTHY_LIE, compare, health_truth_rows
+from chaos.verify.recovery import recovery_verdict
+from chaos.verify.verdict import Verdict
+
+T0 = 1000.0  # the fault's injection
+
+
+def timeline(health: Callable[[float], int | None], ok: Callable[[float], bool], *, until: float = 40.0,
+             status: int = 500, sources: tuple[str, str] = ("health", "completion")) -> Timeline:
+    """/health at 10 Hz and completions at ~3 Hz from t-10 to t+until, states given relative to the fault."""
+    tl = Timeline(clock=lambda: 0.0)
+    for i in range(int((until + 10) * 10)):
+        d = round(-10 + i * 0.1, 3)
+        tl.sample(sources[0], "status", health(d), t=T0 + d)
+        if i % 3 == 0:
+            good = ok(d)
+            tl.sample(sources[1], "ok", good, t=T0 + d, error="" if good else "http", status="200" if good else str(status))
+    return tl
+
+
+def rows(tl: Timeline, limit: float = 5.0, fault: str | None = "tp-worker-sigkill",
+         records: list[RequestRecord] | None = None) -> Verdict:
+    v = Verdict("recovery")
+    health_truth_rows(v, tl, T0, limit, records=records or [], fault=fault)
+    return v
+
+
+def test_a_healthy_lie_is_found_and_fails_past_the_sla() -> None:
+    """vLLM 0.32 after a TP worker's SIGKILL: /health 200 for 9.6 s while completions fail."""
+    tl = timeline(lambda d: 200 if d < 9.9 else 503, lambda d: not 0.2 <= d)
+    row = rows(tl).row("health_truth /health")
+    assert row.ok is False and row.measured == pytest.approx(9.6, abs=0.15)
+    assert "tp-worker-sigkill" in row.detail and HEALTHY_LIE in row.detail
+    assert "(t+0.3..t+9.9)" in row.detail or "(t+0.2..t+9.9)" in row.detail, row.detail
+    assert "/health 200, completions 500" in row.detail and "a known lie" in row.detail
+
+
+def test_an_unhealthy_lie_is_found_in_the_other_direction() -> None:
+    tl = timeline(lambda d: 503 if 0 <= d < 8 else 200, lambda d: True)
+    tr = compare(tl.series("health", "status"), tl.series("completion", "ok"))
+    assert tr is not None and tr.longest(HEALTHY_LIE) is None
+    lie = tr.longest(UNHEALTHY_LIE)
+    assert lie is not None and lie.length == pytest.approx(8.0, abs=0.11) and lie.claims["503"] > 0
+    row = rows(tl).row("health_truth /health")
+    assert row.ok is False and f"{UNHEALTHY_LIE}: 8.0 s (t+0.0..t+8.0)" in row.detail, row.detail
+
+
+def test_a_short_disagreement_passes_and_says_so() -> None:
+    tl = timeline(lambda d: 200 if d < 1.0 else (None if d < 20 else 200), lambda d: not 0 <= d < 20.5)
+    row = rows(tl).row("health_truth /health")
+    assert row.ok is True and row.measured == pytest.approx(0.8, abs=0.01)  # 200 at t+0.2..t+1.0
+    assert "refused/timeout" not in row.detail.split(HEALTHY_LIE)[0]
+    assert rows(tl, limit=0.5).row("health_truth /health").ok is False  # the same lie, a tighter SLA
+
+
+def test_no_probes_is_not_proven_never_a_pass() -> None:
+    only_health = Timeline(clock=lambda: 0.0)
+    for i in range(100):
+        only_health.sample("health", "status", 200, t=T0 + i * 0.1)
+    row = rows(only_health).row("health_truth /health")
+    assert row.ok is None and row.unproven and "no completion probes" in row.detail
+    row = rows(Timeline(clock=lambda: 0.0)).row("health_truth /health")
+    assert row.ok is None and row.unproven and "no /health probes" in row.detail
+
+
+def test_a_probe_gap_long_enough_to_hide_a_lie_is_not_proven() -> None:
+    tl = timeline(lambda d: 200, lambda d: True)
+    tl.samples = [s for s in tl.samples if not (s.source == "health" and 2 < s.t - T0 < 12)]
+    row = rows(tl).row("health_truth /health")
+    assert row.ok is None and row.unproven and "state unknown for 7.9 s (t+4.1..t+12.0)" in row.detail
+
+
+def test_probes_that_ended_before_the_fault_prove_nothing() -> None:
+    tl = timeline(lambda d: 200, lambda d: True)
+    tl.samples = [s for s in tl.samples if s.t < T0 - 1]
+    assert rows(tl).row("health_truth /health").unproven
+
+
+def test_each_claim_endpoint_gets_its_row_and_a_404_claims_nothing() -> None:
+    tl = timeline(lambda d: 200, lambda d: not 0 <= d < 7)
+    for src, value in (("models", 200), ("health:api", 200), ("models:api", 404)):
+        for i in range(400):
+            tl.sample(src, "status", value, t=T0 - 10 + i * 0.1)
+    for i in range(120):
+        tl.sample("completion:api", "ok", True, t=T0 - 10 + i * 0.33)
+    v = rows(tl, fault="crash-sigkill")
+    assert v.row("health_truth /health").ok is False and v.row("health_truth /v1/models").ok is False
+    assert "a known lie" not in v.row("health_truth /health").detail  # not a fault vLLM is known to lie on
+    assert v.row("health_truth /health at api").ok is True  # the gateway's completions kept succeeding
+    models_api = v.row("health_truth /v1/models at api")
+    assert models_api.ok is None and models_api.unproven and "404 throughout" in models_api.detail
+
+
+def test_a_probe_that_timed_out_while_load_was_served_is_slow_not_failing() -> None:
+    tl = Timeline(clock=lambda: 0.0)
+    for i in range(300):
+        tl.sample("health", "status", 200, t=T0 - 10 + i * 0.1)
+    for i in range(60):
+        t = T0 - 10 + i * 0.5
+        tl.sample("completion", "ok", False, t=t, error="timeout", status="")
+    served = [RequestRecord(f"r{i}", 1, T0 - 10 + i * 0.5, e2e=0.5, status=200,
+                            outcome="succeeded") for i in range(60)]
+    assert rows(tl, records=served).row("health_truth /health").ok is True
+    assert rows(tl).row("health_truth /health").ok is False  # without that traffic the timeouts are failures
+
+
+def test_every_recovery_verdict_carries_the_rows_against_the_sla() -> None:
+    tl = timeline(lambda d: 200 if d < 9.9 else 503, lambda d: not 0.2 <= d < 30)
+    v = recovery_verdict((T0, T0), tl, [], SLAs(recovery_s=60.0, health_truth_s=10.0), fault="tp-worker-sigkill")
+    row = v.row("health_truth /health")
+    assert row.limit == 10.0 and row.ok is True and "tp-worker-sigkill" in row.detail
+    strict = recovery_verdict((T0, T0), tl, [], SLAs(recovery_s=60.0, health_truth_s=5.0))
+    assert strict.row("health_truth /health").ok is False and not strict.ok
+
+
+def test_the_sla_defaults_and_a_bad_value_is_one_line() -> None:
+    assert SLAs().health_truth_s == 5.0
+    text = "name: t\nendpoints: {api: 'http://127.0.0.1:1'}\nslas: {health_truth_s: 0}\n"
+    with pytest.raises(ConfigError) as e:
+        parse(text, "env.yaml", environ={})
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("env.yaml") and "slas.health_truth_s" in msg
