@@ -13,10 +13,12 @@ PYTEST_ARGS ?=
 SUITES ?= suites/
 # The harness's own tests, in lanes (README, "The harness's own tests"): unit (no process, no socket; a
 # guard fails a test that tries), integration (real Toxiproxy, Locust, Docker, the embedded stack), and
-# the stand-ins' own lane (simulator, gateway, fault proxy, third-party gateways, lab, launcher).
+# the stand-ins' own lane (simulator, gateway, fault proxy, third-party gateways, lab, launcher), and
+# end-to-end (whole game days, suites and proof runs through the CLI: the tests marked slow).
 UNIT := tests/unit
 INTEGRATION := tests/integration
 STANDINS := tests/standins
+E2E := tests/e2e
 VLLM_TESTS := tests/standins/fidelity tests/standins/faultproxy/test_real_vllm.py
 TESTS ?=
 # the lanes whose tests pick their own ports and state folders run on XDIST_WORKERS pytest-xdist workers
@@ -27,7 +29,7 @@ XDIST := $(if $(filter 0,$(XDIST_WORKERS)),,-n $(XDIST_WORKERS) --dist loadfile)
 lane = $(PYTEST) $(1) $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && { echo "no tests collected in $(1)"; exit 1; }; exit $$rc
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 
-.PHONY: lint typecheck setup venv tools toxiproxy faultproxy allure image test test-unit test-integration test-standins test-vllm test-all test-paths gameday gameday-lab report bench clean cleanup setup-vllm setup-litellm vllm-image
+.PHONY: lint typecheck setup venv tools toxiproxy faultproxy allure image test test-unit test-integration test-standins test-e2e test-vllm test-all test-paths gameday gameday-lab report bench clean cleanup setup-vllm setup-litellm vllm-image
 
 setup: venv tools
 
@@ -88,11 +90,15 @@ test-integration: setup image
 test-standins: setup image
 	$(call lane,$(XDIST) $(STANDINS))
 
+# one process: the game days' abort and stop timings and the proof runs are judged against the clock
+test-e2e: setup image
+	$(call lane,$(E2E))
+
 test-vllm: setup image
 	$(call lane,$(VLLM_TESTS))
 
 # every lane: what .ci/run runs before the vLLM and lab lanes
-test-all: test test-standins
+test-all: test test-standins test-e2e
 
 # a part, e.g. `make test-paths TESTS=tests/standins/fidelity`
 test-paths: setup image

@@ -8,7 +8,7 @@ import sys
 
 from chaos.observe.replica_log import PROXY_LOG_PATH, LogEndpoint, ReplicaLogReader
 from chaos.verify.streams import ClientLimit, attempts_for, client_verdict, run_client_command
-from tests.integration.verify.test_backoff_e2e import CLIENTS
+from tests.e2e.verify.test_backoff_e2e import CLIENTS
 
 REF = f"{shlex.quote(sys.executable)} {CLIENTS / 'reference_client.py'} {{base_url}} --timeout 5"
 DEADLINE_S = 2.0  # the retry policy's deadline in these runs (small: a hang is waited out in seconds)

@@ -15,7 +15,7 @@ from chaos.faults.base import Policy  # noqa: E402
 from chaos.faults.ledger import Ledger  # noqa: E402
 from chaos.targets.process import ProcessTarget  # noqa: E402
 
-TINY = str(Path(__file__).resolve().parents[1] / "targets" / "tinyserver.py")
+TINY = str(Path(__file__).resolve().parents[2] / "integration" / "targets" / "tinyserver.py")
 
 
 def main() -> None:

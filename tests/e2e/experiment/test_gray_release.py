@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests._support import REPO
-from tests.integration.experiment.test_gameday import _components, _events, _finish, _journal  # noqa: F401 - fixture
+from tests.e2e.experiment.test_gameday import _components, _events, _finish, _journal  # noqa: F401 - fixture
 
 OFFSET = "760"  # ports and state of its own
 PLAN = REPO / "examples" / "gameday" / "gray-release.yaml"

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from tests._support import REPO
-from tests.integration.experiment.test_gameday import _components  # noqa: F401 - fixture
-from tests.integration.experiment.test_gray_release import _env_dir
+from tests.e2e.experiment.test_gameday import _components  # noqa: F401 - fixture
+from tests.e2e.experiment.test_gray_release import _env_dir
 
 OFFSET = "780"  # ports and state of its own
 

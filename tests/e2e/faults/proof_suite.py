@@ -20,7 +20,7 @@ from chaos.faults.tokens import TokenRef
 from chaos.targets.docker import DockerTarget
 from chaos.targets.process import ProcessTarget
 
-TINY = str(Path(__file__).resolve().parents[1] / "targets" / "tinyserver.py")
+TINY = str(Path(__file__).resolve().parents[2] / "integration" / "targets" / "tinyserver.py")
 STATE, API, PROXY = (os.environ[f"CHAOS_PROOF_{k}"] for k in ("STATE", "API", "PROXY"))
 # the fault proxy in front of the target: started by the proof test, so it outlives this run and the
 # test can see that no rule of it was left behind
