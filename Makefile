@@ -14,12 +14,13 @@ SUITES ?= suites/
 # The harness's own tests, in lanes (README, "The harness's own tests"): unit (no process, no socket; a
 # guard fails a test that tries), integration (real Toxiproxy, Locust, Docker, the embedded stack), and
 # the stand-ins' own lane (simulator, gateway, fault proxy, third-party gateways, lab, launcher), and
-# end-to-end (whole game days, suites and proof runs through the CLI: the tests marked slow).
+# end-to-end (whole game days, suites and proof runs through the CLI: the tests marked slow); the
+# real-vLLM lane (tests/vllm) is .ci/vllm-lane's, after `make setup-vllm`.
 UNIT := tests/unit
 INTEGRATION := tests/integration
 STANDINS := tests/standins
 E2E := tests/e2e
-VLLM_TESTS := tests/standins/fidelity tests/standins/faultproxy/test_real_vllm.py
+VLLM := tests/vllm
 TESTS ?=
 # the lanes whose tests pick their own ports and state folders run on XDIST_WORKERS pytest-xdist workers
 # (one file per worker at a time: module fixtures stay shared); XDIST_WORKERS=0 runs them in one process
@@ -86,7 +87,7 @@ test-unit: setup
 test-integration: setup image
 	$(call lane,$(XDIST) $(INTEGRATION))
 
-# the stand-ins' own lane; the real-vLLM tests in it skip without `make setup-vllm` (.ci/vllm-lane runs them)
+# the stand-ins' own lane
 test-standins: setup image
 	$(call lane,$(XDIST) $(STANDINS))
 
@@ -95,12 +96,12 @@ test-e2e: setup image
 	$(call lane,$(E2E))
 
 test-vllm: setup image
-	$(call lane,$(VLLM_TESTS))
+	$(call lane,$(VLLM))
 
 # every lane: what .ci/run runs before the vLLM and lab lanes
 test-all: test test-standins test-e2e
 
-# a part, e.g. `make test-paths TESTS=tests/standins/fidelity`
+# a part, e.g. `make test-paths TESTS=tests/vllm/fidelity`
 test-paths: setup image
 	@test -n "$(TESTS)" || { echo "test-paths: set TESTS (a folder or a file under tests/)" >&2; exit 2; }
 	$(call lane,$(TESTS))

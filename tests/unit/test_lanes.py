@@ -12,7 +12,7 @@ import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent
-LANES = ("unit", "integration", "standins", "e2e")  # the folders under tests/ the Makefile's lanes run
+LANES = ("unit", "integration", "standins", "e2e", "vllm")  # the folders under tests/ the Makefile's lanes run
 
 
 def test_every_test_file_lives_in_a_lane() -> None:
