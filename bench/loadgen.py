@@ -20,7 +20,7 @@
    - shown too: 256 closed-loop streams against `instant`, where one client process is CPU-bound
      (its busy share is printed) and a late read can only be bounded, not corrected: TCP merges
      segments that wait unread and keeps the newest stamp.
-Falls back to tests/load/sse_server.py when the simulator is not runnable (says so).
+Falls back to tests/integration/load/sse_server.py when the simulator is not runnable (says so).
 Run: .venv/bin/python bench/loadgen.py [--duration 4] [--rounds 5]
 """
 from __future__ import annotations
@@ -112,8 +112,8 @@ class Server:
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             self.url = f"http://127.0.0.1:{port}"
         else:
-            self.kind = "tests/load/sse_server.py (simulator not runnable yet)"
-            self.proc = subprocess.Popen([sys.executable, str(REPO / "tests/load/sse_server.py"), "--tokens",
+            self.kind = "tests/integration/load/sse_server.py (simulator not runnable yet)"
+            self.proc = subprocess.Popen([sys.executable, str(REPO / "tests/integration/load/sse_server.py"), "--tokens",
                                           str(MAX_TOKENS), "--log", str(log)], stdout=subprocess.PIPE, text=True)
             self.url = self.proc.stdout.readline().strip()
         if not _ready(self.url):

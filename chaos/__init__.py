@@ -22,7 +22,7 @@ from chaos.errors import (
     TargetError,
 )
 
-if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/api/test_front_door.py holds it to FRONT
+if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integration/api/test_front_door.py holds it to FRONT
     from chaos import budgets as budgets
     from chaos import faults as faults
     from chaos import plan as plan
@@ -347,7 +347,7 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/api/te
     from chaos.verify.verdict import Verdict as Verdict
 
 __version__ = "0.1.0"
-__all__ = [  # the errors, then FRONT in its order (tests/api/test_front_door.py)
+__all__ = [  # the errors, then FRONT in its order (tests/integration/api/test_front_door.py)
     "ChaosError", "ConfigError", "FaultError", "FaultNotEffective", "LoadError", "SafetyError", "SLOViolation",
     "StackError", "TargetError", "__version__", "Environment", "load_environment", "Scenario", "Budget",
     "PhaseBudget", "Experiment", "ExperimentRun", "AbortLimits", "Hypothesis", "Status", "recovered", "Fault",

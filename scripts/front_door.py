@@ -1,7 +1,7 @@
 """Regenerate the TYPE_CHECKING block and `__all__` of chaos/__init__.py from chaos/_front.py.
 
 Add a name to the front door in chaos/_front.py (and to docs/own-suites.md), run
-`python scripts/front_door.py`; tests/api/test_front_door.py fails until both agree."""
+`python scripts/front_door.py`; tests/integration/api/test_front_door.py fails until both agree."""
 from __future__ import annotations
 
 import re

@@ -4,7 +4,7 @@ NvmlSource samples while a bf16 matmul loads the GPU (from ~6 s: torch's start-u
     OUT=dir python3 scripts/nvml_devcheck.py     # needs torch and nvidia-ml-py; runs without a GPU too
 
 Writes $OUT/h200_nvml_<date>.json (a ReplaySource trace: one row per poll) and $OUT/nvml_report.json.
-tests/observe/data/h200_nvml_2026-12-04*.json were made by it on the H200 device machine.
+tests/integration/observe/data/h200_nvml_2026-12-04*.json were made by it on the H200 device machine.
 """
 from __future__ import annotations
 

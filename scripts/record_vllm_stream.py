@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Record real vLLM streams whose deltas carry several tokens, for tests/faultproxy/data/.
+"""Record real vLLM streams whose deltas carry several tokens, for tests/standins/faultproxy/data/.
 
 Starts `vllm serve` on the tiny model of `make setup-vllm` (TP 1, eager, as tests/_vllm.py and the
 local-vllm replicas run it) on a free 127.0.0.1 port, then sends the streams suite's request (chat,

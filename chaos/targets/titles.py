@@ -2,7 +2,7 @@
 
 vLLM names its processes with setproctitle, `{VLLM_PROCESS_NAME_PREFIX}::{name}` (prefix `VLLM` by
 default; vllm/utils/system_utils.py set_process_title). Every title vLLM 0.32 sets, read from its source
-(tests/targets/fixtures/vllm_titles.json records each with its file and line):
+(tests/unit/targets/fixtures/vllm_titles.json records each with its file and line):
     `EngineCore`, `EngineCore_DP{d}`        the V1 engine core (one per data-parallel rank)
     `Worker`                                a worker before its parallel groups exist, or at TP 1
     `Worker[_DP{d}][_PP{p}][_PCP{c}][_TP{t}][_DCP{k}][_EP{e}]`  a worker; a part only when its size > 1

@@ -1,6 +1,6 @@
 """Lifecycle fidelity probes: what a server does when its engine freezes or dies, on any backend.
 
-The same probes run against the simulator and real vLLM (tests/fidelity), each on a TP 2 replica
+The same probes run against the simulator and real vLLM (tests/vllm/fidelity), each on a TP 2 replica
 started by the test with `restart: no`, so the exit code and time are the server's own:
 - frozen_rank: SIGSTOP the last TP rank (vLLM's `VLLM::Worker_TP1`, the simulator's rank 1):
   what /health answers, whether a completion hangs, and whether it serves again after SIGCONT.

@@ -154,7 +154,7 @@ def test_answers_from_another_model_are_detected(stack: StackHandle, scenario: C
 
 @pytest.mark.proves("hmac-signing")
 def test_signing_enforced(stack: StackHandle, summary: SummaryCollector) -> None:
-    """At the environment's own API: the reference gateway's signing is tested in tests/gateway, not here."""
+    """At the environment's own API: the reference gateway's signing is tested in tests/standins/gateway, not here."""
     env = stack.env
     requires(env, plan.no_signing)
     rep.labels(epic="Traffic switching", feature="Request signing", story="HMAC-SHA256", suite="routing")

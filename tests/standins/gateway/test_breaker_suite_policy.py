@@ -1,0 +1,77 @@
+"""The breaker suite judges the environment's own policy: a copy of environments/local.yaml that
+degrades at 3 % errors and rolls back at 9 % runs the suite's error scenarios against the reference
+gateway started with that policy, and each passes with the tier the policy gives (no trip, degrade,
+rollback). With the seed's literal sizes (0.5 %, 1.5 %, 4 %) the degrade and rollback scenarios
+would fail on this policy: 1.5 % trips nothing and 4 % only degrades.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+EXPECTED = {"errors-below-degrade": "none", "errors-degrade": "degrade", "errors-rollback": "rollback"}
+
+
+def _free_offset(text: str) -> int:
+    """A port offset at which every loopback port of the environment is free (beside any stack a
+    developer keeps running on local.yaml's own ports)."""
+    ports = {int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)", text)}
+    ports |= {int(p) for p in re.findall(r"\bport: (\d+)", text)}
+    ports |= {int(p) for m in re.findall(r"rank_ports: \[([\d, ]+)\]", text) for p in m.split(",")}
+    for offset in random.sample(range(1000, 20000, 100), 40):
+        if all(_free(p + offset) for p in ports) and max(ports) + offset < 65000:
+            return offset
+    pytest.fail("no port offset with all of local.yaml's ports free")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_3_and_9_percent_policy_is_judged_by_its_own_thresholds(tmp_path: Path) -> None:
+    text = (ROOT / "environments" / "local.yaml").read_text()
+    for old, new in (("degrade_error_rate: 0.01", "degrade_error_rate: 0.03"),
+                     ("rollback_error_rate: 0.03", "rollback_error_rate: 0.09"),
+                     ("state_dir: ../.state/local", "state_dir: .state")):
+        assert old in text, f"environments/local.yaml changed: no {old!r}"
+        text = text.replace(old, new)
+    env_file = tmp_path / "local-3-9.yaml"
+    env_file.write_text(text)
+    offset = _free_offset(text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "suites/breaker", "--env", str(env_file), "-k", "errors", "-q",
+         "-p", "no:cacheprovider", "-o", "addopts=", f"--alluredir={tmp_path / 'results'}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=840,
+        env={**os.environ, "CHAOS_PORT_OFFSET": str(offset)})
+    out = proc.stdout[-6000:] + proc.stderr[-2000:]
+    state = tmp_path / f".state-port{offset:+d}"
+    tables = state / "breaker-tables.jsonl"
+    assert tables.exists(), f"the suite wrote no verdict table:\n{out}"
+    got = {row["scenario"]: row for row in map(json.loads, tables.read_text().splitlines())}
+    assert sorted(got) == sorted(EXPECTED), f"scenarios judged: {sorted(got)}\n{out}"
+    for name, tier in EXPECTED.items():
+        row = got[name]
+        assert row["expect"] == tier
+        assert row["observed"]["tier"] == tier, f"{name}: observed {row['observed']}\n{out}"
+        assert row["ok"] is True, f"{name}: {row['rows']}"
+    assert proc.returncode == 0, out
+    # the gateway ran the copy's policy: it degraded at 3 % and rolled back at 9 %
+    log = (state / "gateway.log").read_text()
+    assert re.search(r"\(error rate 0\.\d+ >= 0\.03\)", log), log[-3000:]
+    assert re.search(r"rollback: error rate 0\.\d+ >= 0\.09", log), log[-3000:]

@@ -1,0 +1,39 @@
+"""Every test lives in a lane (README, "The harness's own tests"), and the unit lane's guard bites."""
+from __future__ import annotations
+
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+# the guard raises UnitLaneViolation, an AssertionError (the conftest module is not importable by name)
+
+
+TESTS = Path(__file__).resolve().parents[1]
+REPO = TESTS.parent
+LANES = ("unit", "integration", "standins", "e2e", "vllm")  # the folders under tests/ the Makefile's lanes run
+
+
+def test_every_test_file_lives_in_a_lane() -> None:
+    stray = sorted(str(p.relative_to(REPO)) for p in TESTS.rglob("test_*.py")
+                   if p.relative_to(TESTS).parts[0] not in LANES)
+    assert stray == [], f"test files outside tests/{{{','.join(LANES)}}}/ (no lane runs them): {stray}"
+
+
+def test_the_makefile_runs_every_lane() -> None:
+    make = (REPO / "Makefile").read_text(encoding="utf-8")
+    missing = [lane for lane in LANES if f"tests/{lane}" not in make]
+    assert missing == [], f"lanes the Makefile does not name: {missing}"
+
+
+def test_the_guard_refuses_a_socket() -> None:
+    with socket.socket() as s, pytest.raises(AssertionError, match="tests/unit allows no process"):
+        s.bind(("127.0.0.1", 0))
+    with pytest.raises(AssertionError, match="create_connection"):
+        socket.create_connection(("127.0.0.1", 9))
+
+
+def test_the_guard_refuses_a_process() -> None:
+    with pytest.raises(AssertionError, match=r"subprocess.Popen\(\['true'\]"):
+        subprocess.run(["true"], check=False)
