@@ -69,6 +69,10 @@ def test_recovery_suite_over_ssh_on_replicas_without_ps_or_kill(lab_ssh, tmp_pat
         death = "test_replica_recovers[engine-death-exit0-steady-users-replica-a]"
         assert got.get(death) == "SKIPPED" and ENGINE_DEATH_SKIP in out, out[-3000:]
         assert len(got) == 4, got  # nothing else selected: the canary replica-c is not marked for these faults
+        plan = [line.split() for line in r.stdout.splitlines() if line.startswith("recovery ")]
+        assert ["recovery", "NCCL", "rank", "freeze", "on", "replica-a", "(TP", "2)", "run"] in \
+            [row[:9] for row in plan], plan  # the plan names the target the run hurt
+        assert any(row[1:8] == ["engine", "death", "(exit", "0)", "on", "replica-a", "skip"] for row in plan), plan
         # the engine kill real vLLM gets (SIGKILL of the engine process, found by docker top over SSH and
         # signalled from the helper container), on the simulator's engine: its main process
         t = make_target(env.target("replica-a"), run_id="lab-noprocps", state_dir=env.state_dir, env=env)
