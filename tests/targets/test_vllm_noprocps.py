@@ -9,7 +9,7 @@ own events show nothing was run inside a replica (no `docker exec`), so the shel
 which the image keeps, is not what did it.
 
 Three runs of the suite, each a stack of its own, so none holds the machine 10 minutes: the rank freeze
-(VLLM::Worker_TP1 found and SIGSTOPped; the vLLM lane runs this one), the engine death (VLLM::EngineCore
+(VLLM::Worker_TP1 found and SIGSTOPped; meant for the vLLM lane once green), the engine death (VLLM::EngineCore
 SIGKILLed) and the container faults (the GPU-driver-reset stand-in, the crash of the container's init).
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ from tests.targets.test_docker_noprocps import GONE, build_stripped
 pytestmark = pytest.mark.docker
 VLLM_IMAGE = "llm-chaos-vllm:latest"
 STRIPPED = "llm-chaos-vllm-noprocps:test"
-# a stack of its own each (its start: two vLLM cold starts at once); the rank freeze is the vLLM lane's
+# a stack of its own each (its start: two vLLM cold starts at once)
 GROUPS = {"rank-freeze": ("nccl-rank-freeze",), "engine-death": ("engine-death-exit0",),
           "restart-and-crash": ("gpu-driver-reset", "crash-sigkill")}
 
