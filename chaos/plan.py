@@ -94,6 +94,15 @@ def _remote_simulators(env: Environment, targets: list[Target]) -> str | None:
             f"{', '.join(far)} run(s) on another host") if far else None
 
 
+def engine_death_unreachable(t: Target) -> str:
+    """Why the engine death cannot be given to target `t` ("" when it can): the simulator's is an admin
+    fault, planted through an API that answers only on its own host's loopback."""
+    if t.backend == "simulator" and not sim_admin_reachable(t):
+        return (f"target {t.name}: the simulator's engine death is an admin fault, and its admin API answers "
+                f"only on its own host's loopback ({t.host} is another host)")
+    return ""
+
+
 def no_simulator_replica(env: Environment) -> str | None:
     if any(sim_admin_reachable(t) for t in env.targets):
         return None
@@ -199,7 +208,8 @@ def _per_target(env: Environment, e: Entry, only: Sequence[str]) -> list[tuple[s
     out = []
     for t in targets:
         tp = hurt.tp_of(t)
-        out.append((f"{e.what} on {t.name}" + (f" (TP {tp})" if e.fault in hurt.TP_ONLY else ""), t.name, ""))
+        skip = engine_death_unreachable(t) if e.fault == "engine-death-exit0" else ""
+        out.append((f"{e.what} on {t.name}" + (f" (TP {tp})" if e.fault in hurt.TP_ONLY else ""), t.name, skip))
     return out
 
 

@@ -106,3 +106,21 @@ def test_env_check_takes_target_too(tmp_path) -> None:
     assert "read from the containers" not in out.stdout
     bad = chaos("env", "check", "--env", str(_write(tmp_path)), "--target", "nope")
     assert bad.returncode != 0 and "--target nope: environment two has no such target" in bad.stderr
+
+
+def test_the_plan_says_a_remote_simulator_s_engine_death_skips_and_why() -> None:
+    """The simulator's engine death is an admin fault its host's loopback alone may plant: the lab's
+    replicas (simulators on the GPU host's address) skip it, and the plan says so before the run, in the
+    words the suite skips with; a simulator on this machine's loopback runs it."""
+    from chaos.env import load
+
+    lab = load(str(REPO / "environments" / "lab.yaml"))
+    rows = _recovery(plan(lab, allow_destructive=True))
+    death = rows["engine death (exit 0) on replica-a"]
+    assert death.verdict == SKIP and death.target == "replica-a"  # type: ignore[attr-defined]
+    assert death.reason == ("target replica-a: the simulator's engine death is an admin fault, and its admin API "  # type: ignore
+                            "answers only on its own host's loopback (10.231.1.2 is another host)")
+    assert rows["crash (SIGKILL) on replica-a"].verdict == RUN  # type: ignore[attr-defined]
+    local = load(str(REPO / "environments" / "local-docker.yaml"))
+    rows = _recovery(plan(local, allow_destructive=True))
+    assert [r.verdict for w, r in rows.items() if w.startswith("engine death")] == [RUN], rows  # type: ignore

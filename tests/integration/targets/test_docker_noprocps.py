@@ -29,12 +29,24 @@ GONE = ("ps", "pgrep", "pkill", "kill")
 
 
 def build_stripped(base: str, tag: str) -> str:
-    """`base` with every ps, pgrep, pkill and kill binary removed (offline: FROM a local image)."""
+    """`base` without procps (its package purged where dpkg has it: ps, pgrep, pkill, /bin/kill, top...),
+    busybox or any ps, pgrep, pkill or kill binary left on PATH (offline: FROM a local image). The shell's
+    builtin `kill` stays: it reaches only the container's own PID namespace, and the harness never execs
+    into a replica (it signals from the host's side, docker_procs)."""
     import docker
 
-    rm = " ".join(f"/usr/bin/{b} /bin/{b} /usr/sbin/{b} /sbin/{b}" for b in GONE)
-    dockerfile = f"FROM {base}\nUSER 0\nRUN rm -f {rm} && ! command -v {' '.join(GONE)}\n"
-    docker.from_env().images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, pull=False)
+    names = (*GONE, "busybox")
+    rm = " ".join(f"{d}/{b}" for b in names for d in ("/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin"))
+    # the check walks every PATH directory for every name: `command -v a b` in dash looks at `a` only
+    check = (f"for b in {' '.join(names)}; do for d in $(echo \"$PATH\" | tr : ' ') /bin /sbin; do "
+             f"test ! -e \"$d/$b\" || {{ echo \"$d/$b is still there\" >&2; exit 1; }}; done; done")
+    dockerfile = (f"FROM {base}\nUSER 0\n"
+                  f"RUN if dpkg -s procps >/dev/null 2>&1; then dpkg --purge --force-depends procps; fi "
+                  f"&& rm -f {rm} && {check}\n")
+    client = docker.from_env()
+    user = client.images.get(base).attrs["Config"].get("User")
+    dockerfile += f"USER {user}\n" if user else ""  # the base's own user again
+    client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, pull=False)
     return tag
 
 
