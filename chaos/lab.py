@@ -34,8 +34,8 @@ from functools import partial
 from pathlib import Path
 
 from chaos import lab_hostfs as hostfs
+from chaos import proc as _proc
 from chaos.errors import StackError
-from chaos.targets import _proc
 
 PREFIX = "10.231"
 

@@ -20,12 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
+from chaos import proc as _proc
 from chaos.env import Environment
 from chaos.errors import StackError
 from chaos.faults.proxy_admin import token_ref
 from chaos.stack.faultproxy import FaultProxyServer
 from chaos.stack.toxiproxy import ToxiproxyServer
-from chaos.targets import Target, _proc, make_target
+from chaos.targets import Target, make_target
 from chaos.targets.process import ProcessTarget
 
 

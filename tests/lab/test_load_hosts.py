@@ -93,8 +93,8 @@ def test_an_unknown_worker_host_is_one_line(tmp_path):
 
 def _in_load_host(marker: str) -> list[int]:
     """Pids of the processes on the load host whose command line holds `marker`."""
+    from chaos import proc as _proc
     from chaos.lab import LOAD
-    from chaos.targets import _proc
 
     ns = os.stat(f"/var/run/netns/{LOAD.netns}").st_ino
     out = []

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from chaos import proc as _proc
 from chaos.errors import StackError
 from chaos.faults.proxy_admin import FaultProxyAdmin
 from chaos.faults.tokens import TokenRef
-from chaos.targets import _proc
 
 SRC = Path(__file__).resolve().parent
 REPO = SRC.parents[2]

@@ -1,4 +1,5 @@
-"""Linux /proc helpers: process state, process group members, identity (pid + start time)."""
+"""The process helper the harness and the stand-ins share: Linux /proc state, process group members, identity
+(pid + start time), and stopping what was started."""
 from __future__ import annotations
 
 import os
