@@ -108,5 +108,5 @@ FRONT: dict[str, tuple[str, str | None]] = {
     "faults": ("chaos.faults", None), "plan": ("chaos.plan", None), "budgets": ("chaos.budgets", None),
     "evidence": ("chaos.report.allure", None),
     "baseline": ("chaos.load.baseline", None), "gateway_state": ("chaos.verify.gateway_state", None),
-    "signing": ("chaos.resilience.signing", None),
+    "signing": ("chaos.signing", None),
 }
