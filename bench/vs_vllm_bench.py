@@ -34,7 +34,7 @@ from chaos import proc as _proc  # noqa: E402
 from chaos.load.runner import run_load  # noqa: E402
 from chaos.load.stats import percentile  # noqa: E402
 from chaos.load.workloads import MixWorkload  # noqa: E402
-from chaos.stack.launcher import completion_ok  # noqa: E402
+from chaos.observe.completion import completion_ok  # noqa: E402
 from tests._support import free_port  # noqa: E402
 
 VLLM = REPO / ".tools" / "vllm"

@@ -69,8 +69,8 @@ def check(env: Environment) -> None:
 def deploy(lab: Lab, env: Environment, log: Callable[[str], object] = lambda s: None, timeout: float | None = None) -> None:
     """Start what `env` describes on the lab's hosts (idempotent) and wait until it serves."""
     from chaos.faults.tokens import token_file
+    from chaos.observe.completion import wait_completion
     from chaos.stack.faultproxy import find_binary as faultproxy_binary
-    from chaos.stack.launcher import wait_completion
     from chaos.stack.toxiproxy import ToxiproxyServer, split_api
     from chaos.stack.toxiproxy import find_binary as toxiproxy_binary
 

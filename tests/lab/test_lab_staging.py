@@ -71,7 +71,7 @@ def deployed(lab_ssh, tmp_path):
 
 def test_the_lab_env_serves_through_edge_and_gpu_hosts_and_the_harness_sees_its_targets_over_ssh(deployed) -> None:
     from chaos.lab import EDGE, GPU
-    from chaos.stack.launcher import completion_ok
+    from chaos.observe.completion import completion_ok
     from chaos.targets import make_target
 
     env, path = deployed
@@ -110,7 +110,7 @@ def test_the_replica_side_logs_stay_on_the_gpu_host(deployed) -> None:
     from chaos import lab_hostfs
     from chaos.lab import GPU
     from chaos.lab_staging import proxy_log
-    from chaos.stack.launcher import completion_ok
+    from chaos.observe.completion import completion_ok
     from tests.cli.test_cli import REPO
 
     env, _ = deployed
