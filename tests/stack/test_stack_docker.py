@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from chaos.bridge import EmbeddedStack
 from chaos.env import load
 from chaos.faults import restart
 from chaos.faults.base import Policy
 from chaos.faults.ledger import Ledger, cleanup
 from chaos.observe.completion import completion_ok
-from chaos.stack.launcher import EmbeddedStack
 from chaos.targets.docker import LABEL_RUN, LABEL_STATE, LABEL_TARGET
 from tests._support import require
 from tests.stack.stack_env import cleanup_cli, env_ports, listening_inodes, proc_state, stack_processes, start_harness, write_env
