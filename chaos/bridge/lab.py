@@ -24,11 +24,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from chaos import lab_hostfs as hostfs
 from chaos import proc as _proc
 from chaos.env import Environment
 from chaos.errors import ConfigError, StackError
-from chaos.lab import GPU, HOSTS, Host, Lab
+from chaos.stack import lab_hostfs as hostfs
+from chaos.stack.lab import GPU, HOSTS, Host, Lab
 
 RUN_ID = "lab-staging"  # the deployment's label on its containers: not the harness's run
 
