@@ -26,6 +26,7 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
     from chaos import budgets as budgets
     from chaos import faults as faults
     from chaos import plan as plan
+    from chaos import signing as signing
     from chaos.env import (
         BreakerPolicy as BreakerPolicy,
     )
@@ -202,7 +203,6 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
     from chaos.report.tables import latency_table as latency_table
     from chaos.report.tables import verdict_table as verdict_table
     from chaos.report.timeline import plot_breaker as plot_breaker
-    from chaos.resilience import signing as signing
     from chaos.resilience.client import ResilientClient as ResilientClient
     from chaos.scenario import Scenario as Scenario
     from chaos.suite import (

@@ -109,7 +109,7 @@ FRONT: dict[str, tuple[str, str | None]] = {
     "faults": ("chaos.faults", None), "plan": ("chaos.plan", None), "budgets": ("chaos.budgets", None),
     "evidence": ("chaos.report.allure", None),
     "baseline": ("chaos.load.baseline", None), "gateway_state": ("chaos.verify.gateway_state", None),
-    "signing": ("chaos.resilience.signing", None),
+    "signing": ("chaos.signing", None),
     # the types a suite annotates its helpers with (mypy --strict over the suites)
     "BreakerPolicy": ("chaos.env", "BreakerPolicy"), "SLAs": ("chaos.env", "SLAs"),
     "RequestRecord": ("chaos.load.records", "RequestRecord"), "BreakerSize": ("chaos.verify.breaker_sizes", "Size"),

@@ -59,9 +59,9 @@ def main() -> int:
     ap.add_argument("--py-spy", default="py-spy")
     ap.add_argument("--out", default=str(ROOT / "reports" / "stall-probe"))
     a = ap.parse_args()
+    from chaos.bridge import EmbeddedStack
     from chaos.env import load
     from chaos.load.runner import start_load
-    from chaos.stack.launcher import EmbeddedStack
 
     env = load(a.env)
     out = Path(a.out)

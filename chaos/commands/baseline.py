@@ -25,7 +25,8 @@ DURATION = typer.Option(None, "--duration", min=1.0, help="seconds of mix load (
 def _serving(e: Any) -> Iterator[None]:
     """The environment's stack: used as it is when its endpoint answers; an embedded one is started
     here otherwise, and taken down afterwards."""
-    from chaos.stack.launcher import EmbeddedStack, completion_ok
+    from chaos.bridge import EmbeddedStack
+    from chaos.observe.completion import completion_ok
 
     if completion_ok(e.endpoints.api, e.endpoints.model, timeout=3.0, api_key=e.endpoints.api_key) or \
             e.embedded == "none":

@@ -67,7 +67,7 @@ def capacity(
     n = [0]
     try:
         if e.embedded != "none":
-            from chaos.stack.launcher import EmbeddedStack
+            from chaos.bridge import EmbeddedStack
 
             stack = EmbeddedStack(e).up()
 

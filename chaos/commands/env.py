@@ -1,4 +1,4 @@
-"""`chaos env ...`: list and check environments (up/down/status live in chaos.stack.launcher)."""
+"""`chaos env ...`: list and check environments (up/down/status live in chaos.bridge)."""
 from __future__ import annotations
 
 import typer

@@ -58,7 +58,7 @@ def _explorer(env: str, out: Path, allow_destructive: bool) -> Iterator[Any]:
     replica_logs = ReplicaLogs.for_env(e)  # one cursor per replica log for the whole exploration
     try:
         if e.embedded != "none":
-            from chaos.stack.launcher import EmbeddedStack
+            from chaos.bridge import EmbeddedStack
 
             stack = EmbeddedStack(e).up()
 

@@ -43,7 +43,7 @@ def settings_from(env: Environment | None, *, listen: str | None = None, stable:
                   canary: list[str] | None = None, admin_token: str | None = None, **overrides: Any) -> GatewaySettings:
     """GatewaySettings from an environment, flags overriding it (no env: BreakerPolicy defaults)."""
     from chaos.env.model import BreakerPolicy
-    from chaos.resilience.signing import key_from_env
+    from chaos.signing import key_from_env
     from chaos.stack.gateway import GatewaySettings, Replica
 
     policy = env.breaker.model_copy() if env else BreakerPolicy()

@@ -14,9 +14,9 @@ def up(state_dir: str = StateOption,
        env: str | None = typer.Option(None, "--env", help="deploy this staging-like environment onto the hosts "
                                                              "(environments/lab.yaml: `--env lab`)")) -> None:
     """Create the hosts (sshd and Docker engine on the GPU host); with --env, deploy a staging onto them."""
+    from chaos.bridge.lab import check, deploy
     from chaos.env import load
-    from chaos.lab import EDGE, GPU, LOAD, Lab
-    from chaos.lab_staging import check, deploy
+    from chaos.stack.lab import EDGE, GPU, LOAD, Lab
 
     environment = load(env) if env else None
     if environment is not None:
@@ -36,7 +36,7 @@ def up(state_dir: str = StateOption,
 @lab_app.command("down")
 def down(state_dir: str = StateOption) -> None:
     """Remove the GPU host's containers, stop every lab service, its engine and sshd; delete the namespaces."""
-    from chaos.lab import Lab
+    from chaos.stack.lab import Lab
 
     done = Lab(state_dir).down()
     typer.echo("lab: removed " + (", ".join(done) if done else "nothing (it was not up)"))

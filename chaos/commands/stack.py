@@ -12,10 +12,10 @@ from pathlib import Path
 
 import typer
 
+from chaos import proc as _proc
 from chaos.commands.env import EnvOption, env_app
 from chaos.env import load
 from chaos.errors import StackError
-from chaos.targets import _proc
 
 
 def _stack_file(env_name: str) -> Path:
@@ -33,8 +33,8 @@ def up(env: str = EnvOption,
     if detach:
         _up_detached(env, e.state_dir, timeout)
         return
+    from chaos.bridge import EmbeddedStack
     from chaos.faults.ledger import cleanup
-    from chaos.stack.launcher import EmbeddedStack
 
     cleanup(e)
     stop = threading.Event()
@@ -104,7 +104,7 @@ def status_cmd(env: str = EnvOption) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from chaos.stack.launcher import status
+    from chaos.bridge import status
 
     e = load(env)
     st = status(e)

@@ -18,8 +18,8 @@ def explorer_for(env: Any, stack: Any, out_dir: Path, bus: EventBus, stop: StopS
     from chaos.experiment.gameday import make_fault
     from chaos.experiment.plan import PlanFault
     from chaos.load.runner import start_env_load
+    from chaos.observe.completion import completion_ok
     from chaos.observe.gateway import env_admin_call
-    from chaos.stack.launcher import completion_ok
 
     def fault(f: Any) -> Any:
         return make_fault(env, stack, PlanFault(kind=f.kind, target=f.target, proxy=f.proxy, **f.params()),

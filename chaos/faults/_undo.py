@@ -8,9 +8,9 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from chaos import proc as _proc
 from chaos.errors import ChaosError
 from chaos.faults import tokens
-from chaos.targets import _proc
 from chaos.toxiproxy import Toxiproxy, ToxiproxyError
 
 TOXIC_PREFIX = "chaos-"

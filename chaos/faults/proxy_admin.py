@@ -30,6 +30,11 @@ class FaultProxyAdmin:
         self.name = name or self.url
         self.timeout = timeout
 
+    @classmethod
+    def of(cls, server: Any) -> FaultProxyAdmin:
+        """The admin client of a running fault proxy server (anything with url, token and name)."""
+        return cls(server.url, server.token, name=server.name)
+
     def __repr__(self) -> str:
         return f"FaultProxyAdmin({self.url!r}, {self.token!r})"
 

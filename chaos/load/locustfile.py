@@ -36,10 +36,10 @@ from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 from chaos.errors import ConfigError
 from chaos.load import kstamp, pacing, shapes
 from chaos.load import users as _users
+from chaos.load.backoff import Backoff
 from chaos.load.config import LoadConfig, from_environ
 from chaos.load.records import RequestRecord
 from chaos.load.workloads import ListWorkload, Prompt, make_workload
-from chaos.resilience.backoff import Backoff
 
 
 class Context:

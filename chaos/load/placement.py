@@ -73,17 +73,32 @@ def worker_placement(worker_host: str | None, python: str | None = None) -> Plac
             raise LoadError(f"worker host {worker_host!r}: expected ssh://[user@]host[:port]")
         dest = f"{u.username}@{u.hostname}" if u.username else u.hostname
         return Placement(worker_host, ssh_dest=dest, ssh_port=port, python=python or sys.executable)
-    from chaos.lab import HOSTS
-
-    for h in HOSTS:
-        if worker_host in (f"lab-{h.name}", h.netns):
-            if not Path(f"/var/run/netns/{h.netns}").exists():
-                raise LoadError(f"worker host {worker_host}: namespace {h.netns} does not exist (run `chaos lab up`)")
-            # nsenter execs the worker in the host's network: its traffic leaves from h.address, and it
-            # reaches the master on the root side of the host's link (h.gateway)
-            return Placement(worker_host, h.gateway, ["nsenter", f"--net=/var/run/netns/{h.netns}"])
-    names = ", ".join(f"lab-{h.name}" for h in HOSTS)
+    if worker_host.startswith("lab-"):
+        # a lab host is a network namespace of this machine (`chaos lab up`); the load layer knows only that
+        # convention, not the lab's host table: the master is reached at the namespace's route to the lab network
+        netns = f"chaos-{worker_host}"
+        if not Path(f"/var/run/netns/{netns}").exists():
+            raise LoadError(f"worker host {worker_host}: namespace {netns} does not exist (run `chaos lab up`)")
+        # nsenter execs the worker in the host's network: its traffic leaves from the host's address, and it
+        # reaches the master on the root side of the host's link (the next hop of its route)
+        return Placement(worker_host, _next_hop(netns, worker_host), ["nsenter", f"--net=/var/run/netns/{netns}"])
+    up = sorted(p.name.removeprefix("chaos-") for p in Path("/var/run/netns").glob("chaos-lab-*"))
+    names = ", ".join(up) or "lab-NAME, e.g. lab-load"
     raise LoadError(f"worker host {worker_host!r}: expected local, a lab host ({names}) or ssh://[user@]host[:port]")
+
+
+def _next_hop(netns: str, worker_host: str) -> str:
+    """The address a lab host routes through (the root side of its veth): `ip -n NETNS route` names it."""
+    try:
+        out = subprocess.run(["ip", "-n", netns, "-4", "route", "show"], capture_output=True, text=True,
+                             timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise LoadError(f"worker host {worker_host}: cannot read the routes of namespace {netns}: {e}") from None
+    for line in out.splitlines():
+        words = line.split()
+        if "via" in words[:-1]:
+            return words[words.index("via") + 1]
+    raise LoadError(f"worker host {worker_host}: namespace {netns} has no route to the lab network (run `chaos lab up`)")
 
 
 def check_worker_host(worker_host: str, python: str | None = None, timeout_s: float = 5.0) -> tuple[bool, str]:

@@ -1,7 +1,7 @@
 """Locust users for OpenAI-compatible streaming chat and completions; one RequestRecord per attempt.
 
 A logical request keeps one `x-request-id` over all its attempts; retries follow
-`chaos.resilience.backoff.Backoff` and sleep with gevent. The last attempt carries `final=True`
+`chaos.load.backoff.Backoff` and sleep with gevent. The last attempt carries `final=True`
 and `outcome`: succeeded, rejected (the last answer was a 4xx: the server refused it) or failed.
 """
 from __future__ import annotations

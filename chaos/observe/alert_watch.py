@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from chaos.errors import TargetError
 from chaos.observe.alerts import Firing, PrometheusAlerts, WebhookReceiver
-from chaos.verify.alerts import AlertWindow, alert_verdict
-from chaos.verify.verdict import Verdict
 
 if TYPE_CHECKING:
     from chaos.env.monitoring import Monitoring
+    from chaos.verify.verdict import Verdict  # the observer reads; chaos.verify judges (imported in verdict())
 
 
 class AlertMonitor:
@@ -97,6 +96,8 @@ class AlertWatch:
         """The monitoring rows: fire, page, resolve, resolved page; unexpected alerts; blind spots (each
         firing also an event on `timeline`, beside the fault window)."""
         self.until = self.m.clock()
+        from chaos.verify.alerts import AlertWindow, alert_verdict
+
         w = AlertWindow(self.start, self.effect_at, self.recovered_at, self.until)
         firings: list[Firing] | None = None
         why = self.m.why_not

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
+import urllib.request
 import uuid
 from typing import Any
 
@@ -67,4 +69,30 @@ def first_ok_after(timeline: Timeline, t: float, source: str = "completion") -> 
     for s in sorted(timeline.series(source, "ok"), key=lambda s: s.t):
         if s.t >= t and s.value is True:
             return s
+    return None
+
+
+def completion_ok(api: str, model: str, timeout: float = 5.0, api_key: str | None = None,
+                  prompt: str = "ping") -> bool:
+    """True when a tiny real completion succeeds through `api` (the truth about readiness)."""
+    body = json.dumps({"model": model, "prompt": prompt, "max_tokens": 2}).encode()
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    req = urllib.request.Request(f"{api.rstrip('/')}/v1/completions", data=body, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status == 200 and bool(json.loads(r.read()).get("choices"))
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def wait_completion(api: str, model: str, timeout: float, *, api_key: str | None = None,
+                    interval: float = 0.1, request_timeout: float = 5.0) -> float | None:
+    """Poll until a real completion succeeds through `api`; seconds waited, or None after `timeout`."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if completion_ok(api, model, timeout=request_timeout, api_key=api_key):
+            return time.monotonic() - t0
+        time.sleep(interval)
     return None

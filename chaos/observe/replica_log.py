@@ -15,11 +15,13 @@ import math
 import time
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chaos.errors import ChaosError, ConfigError
-from chaos.faults.tokens import TokenRef
 from chaos.observe._http import HttpGetter
+
+if TYPE_CHECKING:  # the faults package uses observe at load time; observe needs TokenRef only as a type here
+    from chaos.faults.tokens import TokenRef
 
 PROXY_LOG_PATH = "/_chaos/log"
 SIM_LOG_PATH = "/admin/log"
@@ -164,7 +166,7 @@ class ReplicaLogs:
     def for_env(cls, env: Any, **reader_kw: Any) -> ReplicaLogs:
         """The environment's simulator targets (admin API on their own port) and fault proxies."""
         from chaos.faults.proxy_admin import token_ref
-        from chaos.faults.tokens import stack_token
+        from chaos.faults.tokens import TokenRef, stack_token
 
         targets = list(getattr(env, "targets", []))
         sims = [t for t in targets if t.simulator is not None]

@@ -1,5 +1,6 @@
-"""Resilience: the retry schedule (Backoff), the reference resilient client, HMAC signing."""
-from chaos.resilience.backoff import Backoff
+"""Resilience: the reference resilient client, following the retry schedule (Backoff, from chaos.load.backoff)
+that the load users follow too."""
+from chaos.load.backoff import Backoff
 from chaos.resilience.client import ResilientClient, Result
 
 __all__ = ["Backoff", "ResilientClient", "Result"]

@@ -23,11 +23,11 @@ from typing import Any
 from tenacity import RetryCallState, Retrying, retry_if_result
 
 from chaos.env.model import RetryPolicy
+from chaos.load.backoff import Backoff
 from chaos.load.records import RequestRecord
 from chaos.load.sse import STREAM_OPTIONS
 from chaos.resilience._attempt import Attempt, Endpoint, parse_retry_after, send_once
-from chaos.resilience.backoff import Backoff
-from chaos.resilience.signing import key_from_env, sign
+from chaos.signing import key_from_env, sign
 
 __all__ = ["ResilientClient", "Result", "parse_retry_after"]
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
+from chaos import proc as _proc
 from chaos.errors import StackError
-from chaos.stack.standby import free_port
-from chaos.targets import _proc
+from chaos.proc import find_program, free_port
 
 BINARIES = {"prometheus": ("CHAOS_PROMETHEUS_BIN", "prometheus"),
             "alertmanager": ("CHAOS_ALERTMANAGER_BIN", "prometheus-alertmanager")}
@@ -32,10 +32,9 @@ BINARIES = {"prometheus": ("CHAOS_PROMETHEUS_BIN", "prometheus"),
 def find_binary(component: str) -> str:
     """The program of `component` (prometheus, alertmanager) from its $CHAOS_*_BIN or $PATH; StackError if absent."""
     var, name = BINARIES[component]
-    for c in (os.environ.get(var), shutil.which(name), shutil.which("alertmanager") if component == "alertmanager"
-              else None):
-        if c and os.path.isfile(c) and os.access(c, os.X_OK):
-            return c
+    found = find_program(var, name, *(("alertmanager",) if component == "alertmanager" else ()))
+    if found:
+        return found
     raise StackError(f"{name} not found: install Debian's {'prometheus' if component == 'prometheus' else name} "
                      f"package or set {var}")
 

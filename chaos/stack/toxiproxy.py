@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import urlparse
 
+from chaos import proc as _proc
 from chaos.errors import StackError
-from chaos.targets import _proc
 from chaos.toxiproxy import Toxiproxy, ToxiproxyError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,18 +9,30 @@ import os
 import shutil
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
+from chaos import proc as _proc
 from chaos.errors import StackError
-from chaos.faults.proxy_admin import FaultProxyAdmin
-from chaos.faults.tokens import TokenRef
-from chaos.targets import _proc
 
 SRC = Path(__file__).resolve().parent
 REPO = SRC.parents[2]
 BINARY = "chaos-faultproxy"
+
+
+class TokenSource(Protocol):
+    """Where the proxy's admin token lives (the harness's TokenRef is one): a file or an environment variable."""
+
+    @property
+    def file(self) -> str | None: ...
+
+    @property
+    def env(self) -> str | None: ...
+
+    def value(self) -> str: ...
 
 
 def _stale(binary: Path) -> bool:
@@ -65,7 +77,7 @@ def build_binary(out: Path) -> str:
 class FaultProxyServer:
     """One chaos-faultproxy process in front of one upstream; a context manager."""
 
-    def __init__(self, name: str, listen: str, upstream: str, token: TokenRef, *, request_log: str | None = None,
+    def __init__(self, name: str, listen: str, upstream: str, token: TokenSource, *, request_log: str | None = None,
                  log_path: str | os.PathLike[str] | None = None, binary: str | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         if not token.file and not token.env:
@@ -78,7 +90,7 @@ class FaultProxyServer:
         self._sleep = sleep
 
     @classmethod
-    def for_config(cls, cfg: Any, token: TokenRef, state_dir: str | os.PathLike[str]) -> FaultProxyServer:
+    def for_config(cls, cfg: Any, token: TokenSource, state_dir: str | os.PathLike[str]) -> FaultProxyServer:
         d = Path(state_dir).resolve()
         return cls(cfg.name, cfg.listen, cfg.upstream, token, request_log=str(d / f"{cfg.name}.proxy.jsonl"),
                    log_path=d / f"{cfg.name}.faultproxy.log")
@@ -87,8 +99,13 @@ class FaultProxyServer:
     def url(self) -> str:
         return f"http://{self.listen}"
 
-    def admin(self) -> FaultProxyAdmin:
-        return FaultProxyAdmin(self.url, self.token, name=self.name)
+    def healthy(self) -> bool:
+        """True when /_chaos/health answers 200 (no token needed)."""
+        try:
+            with urllib.request.urlopen(f"{self.url}/_chaos/health", timeout=5.0) as r:
+                return bool(r.status == 200)
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
 
     def command(self) -> list[str]:
         cmd = [self.binary or find_binary(), "--listen", self.listen, "--upstream", self.upstream, "--name", self.name]
@@ -100,8 +117,7 @@ class FaultProxyServer:
 
     def start(self, timeout: float = 10.0) -> FaultProxyServer:
         """Start the proxy and wait until /_chaos/health answers."""
-        admin = self.admin()
-        if admin.ping():
+        if self.healthy():
             raise StackError(f"something already answers on {self.url}; not starting fault proxy {self.name}")
         env = dict(os.environ)
         if self.token.env:
@@ -118,7 +134,7 @@ class FaultProxyServer:
                 self.stop()
                 raise StackError(f"fault proxy {self.name} exited with {code} at start on {self.url}"
                                  + (f"; see {self.log_path}" if self.log_path else ""))
-            if admin.ping():
+            if self.healthy():
                 return self
             self._sleep(0.05)
         self.stop()

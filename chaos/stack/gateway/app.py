@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 import aiohttp
 from aiohttp import web
 
-from chaos.env.model import BreakerPolicy
 from chaos.errors import ConfigError
 from chaos.stack.gateway.admin import Admin, GatewayMetrics
 from chaos.stack.gateway.defects import planted_from_env
 from chaos.stack.gateway.policy import GatewayPolicy
 from chaos.stack.gateway.proxy import Proxy, Replica
+from chaos.stack.gateway.rules import BreakerRules
 
 log = logging.getLogger("chaos.gateway")
 SETTINGS = web.AppKey("settings", object)
@@ -32,7 +32,7 @@ class GatewaySettings:
     """Everything one gateway needs; built from an Environment or from flags (chaos.commands.gateway)."""
 
     replicas: list[Replica]
-    policy: BreakerPolicy = field(default_factory=BreakerPolicy)
+    policy: BreakerRules  # an environment's breaker: block (chaos.env.model.BreakerPolicy)
     listen: str = "127.0.0.1:18100"
     admin_token: str | None = field(default=None, repr=False)
     hmac_key: bytes | None = field(default=None, repr=False)

@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from typing import Any
 
-from chaos.env.model import BreakerPolicy
 from chaos.stack.gateway.breaker import NORMAL, PROBE, STATE_CODES, RateBreaker, SlidingWindow, State, Transition, WindowStats
 from chaos.stack.gateway.defects import ROLLBACK_FORGOTTEN_ON_RESTART
 from chaos.stack.gateway.release import MirrorLog, Release
+from chaos.stack.gateway.rules import BreakerRules
 
 STABLE, CANARY = "stable", "canary"
 POOLS = (STABLE, CANARY)
@@ -94,7 +94,7 @@ def _fit(pts: list[tuple[float, float]]) -> tuple[float, float] | None:
 class PoolGuard:
     """One pool's breaker, OOM burst memory and (canary only) rollback window."""
 
-    def __init__(self, name: str, p: BreakerPolicy, clock: Callable[[], float], wall: Callable[[], float],
+    def __init__(self, name: str, p: BreakerRules, clock: Callable[[], float], wall: Callable[[], float],
                  on_transition: Callable[[Transition], None]) -> None:
         self.name = name
         self.breaker = RateBreaker(
@@ -110,7 +110,7 @@ class PoolGuard:
 class GatewayPolicy:
     """Routes each request to a pool and turns outcomes into breaker transitions."""
 
-    def __init__(self, policy: BreakerPolicy, *, canary_weight: float | None = None, leak_hour_s: float = 3600.0,
+    def __init__(self, policy: BreakerRules, *, canary_weight: float | None = None, leak_hour_s: float = 3600.0,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
                  rng: random.Random | None = None, planted_defect: str | None = None) -> None:
         self.p = policy

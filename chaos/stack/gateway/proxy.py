@@ -24,7 +24,7 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
-from chaos.resilience.signing import NonceCache, SignatureError, verify
+from chaos.signing import NonceCache, SignatureError, verify
 from chaos.stack.gateway.normalize import normalize_body
 from chaos.stack.gateway.policy import CANARY, POOLS, STABLE, GatewayPolicy, is_oom
 from chaos.stack.gateway.release import MIRROR_HEADER, TEXT_LIMIT, answer_text

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from chaos import proc as _proc
 from chaos.faults.ledger import Ledger, cleanup
-from chaos.targets import _proc
+from chaos.faults.proxy_admin import FaultProxyAdmin
 from tests._support import REPO, free_port
 
 HARNESS = str(Path(__file__).with_name("proof_harness.py"))
@@ -207,7 +208,7 @@ def test_a_signalled_pytest_run_reverts_every_fault_and_stops_what_it_started(to
         assert all(_proc.state(p) in (None, "Z") for p in victims + _tiny_pids(port)), \
             (sig.name, rnd, "the process the run started is stopped by its teardown, never left stopped")
         try:
-            assert http.admin().rules() == [], (sig.name, rnd, "an HTTP fault rule was left on the fault proxy")
+            assert FaultProxyAdmin.of(http).rules() == [], (sig.name, rnd, "an HTTP fault rule was left on the fault proxy")
         finally:
             http.stop()
         if docker_client is not None:

@@ -12,7 +12,7 @@ import pytest
 
 from chaos.errors import FaultError, FaultNotEffective
 from chaos.faults import http as H
-from chaos.faults.proxy_admin import FaultProxyError
+from chaos.faults.proxy_admin import FaultProxyAdmin, FaultProxyError
 
 
 def call(url: str, *, stream: bool = True, max_tokens: int = 8, timeout: float = 10.0, headers=None, model="sim-model",
@@ -65,7 +65,7 @@ def test_pass_through_unchanged_when_no_rule(proxy, backend):
 
 
 def test_abort_status_fraction_and_retry_after(proxy, policy):
-    f = H.http_error(proxy.admin(), 429, retry_after="2", fraction=0.25).using(policy)
+    f = H.http_error(FaultProxyAdmin.of(proxy), 429, retry_after="2", fraction=0.25).using(policy)
     with f:
         got = [call(proxy.url, stream=False) for _ in range(8)]
     assert [s for s, *_ in got].count(429) == 2  # even spread: exactly a quarter
@@ -77,7 +77,7 @@ def test_abort_status_fraction_and_retry_after(proxy, policy):
 
 
 def test_oom_error_has_vllm_wording(proxy, policy):
-    with H.oom_error(proxy.admin()).using(policy):
+    with H.oom_error(FaultProxyAdmin.of(proxy)).using(policy):
         status, _, body, _, _ = call(proxy.url)
     assert status == 500 and "CUDA out of memory" in json.loads(body)["error"]["message"]
 
@@ -87,7 +87,7 @@ def test_an_oom_burst_is_exactly_n_answers_then_none(proxy, policy):
     status and body a kept-alive vLLM gives), then every request served, at any request rate."""
     from chaos.stack.gateway import is_oom
 
-    f = H.oom_error(proxy.admin(), limit=3).using(policy)
+    f = H.oom_error(FaultProxyAdmin.of(proxy), limit=3).using(policy)
     with f:
         got = [call(proxy.url, stream=False) for _ in range(7)]
         assert f.counters()["hits"] == 3
@@ -98,16 +98,16 @@ def test_an_oom_burst_is_exactly_n_answers_then_none(proxy, policy):
 
 def test_delays_before_headers_and_before_first_token(proxy, policy):
     base = call(proxy.url)[3]
-    with H.slow_headers(proxy.admin(), 0.6).using(policy):
+    with H.slow_headers(FaultProxyAdmin.of(proxy), 0.6).using(policy):
         slow = call(proxy.url)
-    with H.slow_first_token(proxy.admin(), 0.6).using(policy):
+    with H.slow_first_token(FaultProxyAdmin.of(proxy), 0.6).using(policy):
         first = call(proxy.url)
     assert slow[0] == first[0] == 200 and slow[3] >= base + 0.55 and first[3] >= base + 0.55
     assert len(tokens(first[2])) == 8
 
 
 def test_stall_then_the_stream_goes_on(proxy, policy):
-    with H.stream_stall(proxy.admin(), after_tokens=2, seconds=0.8).using(policy) as f:
+    with H.stream_stall(FaultProxyAdmin.of(proxy), after_tokens=2, seconds=0.8).using(policy) as f:
         status, _, body, secs, err = call(proxy.url)
     assert status == 200 and err is None and secs >= 0.75 and len(tokens(body)) == 8
     assert f.evidence["hits"] == 1
@@ -115,7 +115,7 @@ def test_stall_then_the_stream_goes_on(proxy, policy):
 
 @pytest.mark.parametrize("done", [False, True])
 def test_cut_after_k_tokens(proxy, policy, done):
-    with H.stream_cut(proxy.admin(), after_tokens=3, done=done).using(policy):
+    with H.stream_cut(FaultProxyAdmin.of(proxy), after_tokens=3, done=done).using(policy):
         status, _, body, _, err = call(proxy.url)
     assert status == 200 and tokens(body) == tokens(call(proxy.url)[2])[:3]
     if done:
@@ -126,14 +126,14 @@ def test_cut_after_k_tokens(proxy, policy, done):
 
 def test_error_malformed_and_duplicated_chunks(proxy, policy):
     clean = tokens(call(proxy.url)[2])
-    with H.error_chunk(proxy.admin(), after_tokens=2).using(policy):
+    with H.error_chunk(FaultProxyAdmin.of(proxy), after_tokens=2).using(policy):
         _, _, body, _, _ = call(proxy.url)
     evs = events(body)
     assert json.loads(evs[-2])["error"]["message"].startswith("EngineCore encountered an issue") and evs[-1] == "[DONE]"
-    with H.malformed_chunk(proxy.admin(), after_tokens=2).using(policy):
+    with H.malformed_chunk(FaultProxyAdmin.of(proxy), after_tokens=2).using(policy):
         _, _, body, _, _ = call(proxy.url)
     assert sum(1 for e in events(body) if e != "[DONE]" and not _parses(e)) == 1 and tokens(body) == clean
-    with H.duplicate_chunk(proxy.admin(), after_tokens=2).using(policy):
+    with H.duplicate_chunk(FaultProxyAdmin.of(proxy), after_tokens=2).using(policy):
         _, _, body, _, _ = call(proxy.url)
     assert tokens(body) == clean[:3] + clean[2:]
 
@@ -147,19 +147,19 @@ def _parses(text: str) -> bool:
 
 
 def test_rewrite_model_and_headers(proxy, policy):
-    with H.rewrite_model(proxy.admin(), "other-model").using(policy):
+    with H.rewrite_model(FaultProxyAdmin.of(proxy), "other-model").using(policy):
         s1 = call(proxy.url)
         s2 = call(proxy.url, stream=False)
     assert all(json.loads(e)["model"] == "other-model" for e in events(s1[2]) if e != "[DONE]")
     assert json.loads(s2[2])["model"] == "other-model"
-    with H.header_fault(proxy.admin(), drop=["content-type"], set={"x-chaos-test": "1"}).using(policy):
+    with H.header_fault(FaultProxyAdmin.of(proxy), drop=["content-type"], set={"x-chaos-test": "1"}).using(policy):
         _, hdrs, _, _, _ = call(proxy.url, stream=False)
     assert "content-type" not in hdrs and hdrs["x-chaos-test"] == "1"
 
 
 def test_hang_holds_requests_until_revert_then_serves_them(proxy, policy):
     out = {}
-    f = H.hang(proxy.admin()).using(policy)
+    f = H.hang(FaultProxyAdmin.of(proxy)).using(policy)
     f.inject()
     try:
         t = threading.Thread(target=lambda: out.update(r=call(proxy.url, timeout=20)))
@@ -173,7 +173,7 @@ def test_hang_holds_requests_until_revert_then_serves_them(proxy, policy):
 
 
 def test_match_filters_path_model_header(proxy, policy):
-    f = H.http_error(proxy.admin(), 503, match={"path": "/v1/chat/*", "header": {"x-tenant": "a"}}).using(policy)
+    f = H.http_error(FaultProxyAdmin.of(proxy), 503, match={"path": "/v1/chat/*", "header": {"x-tenant": "a"}}).using(policy)
     with f:
         hit = call(proxy.url, headers={"x-tenant": "a"})
         miss = call(proxy.url, headers={"x-tenant": "b"})
@@ -182,16 +182,16 @@ def test_match_filters_path_model_header(proxy, policy):
 
 
 def test_a_rule_that_hit_nothing_is_not_effective(proxy, policy):
-    f = H.http_error(proxy.admin(), 500, match={"model": "nobody-asks-for-this"}).using(policy)
+    f = H.http_error(FaultProxyAdmin.of(proxy), 500, match={"model": "nobody-asks-for-this"}).using(policy)
     f.inject()
     call(proxy.url)
     with pytest.raises(FaultNotEffective, match="hit no request"):
         f.revert()
-    assert proxy.admin().rules() == []  # reverted all the same
+    assert FaultProxyAdmin.of(proxy).rules() == []  # reverted all the same
 
 
 def test_ledger_records_the_token_source_never_the_token(proxy, policy, token_file):
-    with H.stream_cut(proxy.admin(), 1).using(policy):
+    with H.stream_cut(FaultProxyAdmin.of(proxy), 1).using(policy):
         call(proxy.url)
     text = policy.get_ledger().path.read_text()
     assert token_file.read_text().strip() not in text
@@ -207,7 +207,7 @@ def test_ledger_records_the_token_source_never_the_token(proxy, policy, token_fi
 ])
 def test_bad_rules_are_one_line_400s_and_the_proxy_keeps_serving(proxy, rule, expect):
     with pytest.raises(FaultProxyError) as e:
-        proxy.admin().set_rule(rule)
+        FaultProxyAdmin.of(proxy).set_rule(rule)
     assert e.value.status == 400 and expect in str(e.value) and "\n" not in str(e.value)
     assert call(proxy.url)[0] == 200
 

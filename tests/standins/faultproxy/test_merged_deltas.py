@@ -20,6 +20,7 @@ import pytest
 
 from chaos.env.model import RetryPolicy
 from chaos.faults import http as H
+from chaos.faults.proxy_admin import FaultProxyAdmin
 from chaos.faults.tokens import TokenRef
 from chaos.load.sse import NO_COUNT, stream_problem
 from chaos.resilience.client import ResilientClient
@@ -126,7 +127,7 @@ def test_a_duplicate_inside_merged_deltas_is_dropped_by_the_reference_client(rep
     n_events = len(_content_events(RECORDED))
     merged = _merged_index()
     # the proxy repeats the delta that carries several tokens, verbatim: its stated count repeats
-    with H.duplicate_chunk(proxy.admin(), after_tokens=merged).using(policy) as dup:
+    with H.duplicate_chunk(FaultProxyAdmin.of(proxy), after_tokens=merged).using(policy) as dup:
         got = _ask(proxy.url)
     assert dup.evidence["hits"] == 1
     assert got.ok and got.text == truth, (got.text, truth)
@@ -142,7 +143,7 @@ def test_the_gateway_check_counts_the_duplicated_stream_as_broken(replay, policy
     import http.client
     from urllib.parse import urlsplit
     u = urlsplit(proxy.url)
-    with H.duplicate_chunk(proxy.admin(), after_tokens=_merged_index()).using(policy):
+    with H.duplicate_chunk(FaultProxyAdmin.of(proxy), after_tokens=_merged_index()).using(policy):
         conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
         conn.request("POST", "/v1/chat/completions", body=json.dumps(META["request"]),
                      headers={"Content-Type": "application/json"})
@@ -167,7 +168,7 @@ def test_without_a_stated_count_the_client_says_not_proven(replay, policy):
     proxy, handler = replay
     handler.body = _without_usage(RECORDED)
     assert b'"usage"' in handler.body and all("usage" not in c for c in _content_events(handler.body))
-    with H.duplicate_chunk(proxy.admin(), after_tokens=_merged_index()).using(policy):
+    with H.duplicate_chunk(FaultProxyAdmin.of(proxy), after_tokens=_merged_index()).using(policy):
         got = _ask(proxy.url)
     # it cannot know the repeat: it shows it, and says its order check was not proven
     assert got.ok and got.final.stream_order == NO_COUNT and got.text != "".join(tokens(RECORDED))

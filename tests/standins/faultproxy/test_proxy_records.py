@@ -41,7 +41,7 @@ def test_a_request_that_succeeded_at_the_replica_is_not_counted_lost(proxy, tmp_
     t0 = time.time()
     client = ResilientClient(proxy.url, RetryPolicy(max_attempts=1), model="sim-model", timeout_s=10)
     results = [client.chat("hello", stream=i % 2 == 0, max_tokens=4) for i in range(6)]
-    with H.stream_cut(proxy.admin(), after_tokens=1).using(policy):
+    with H.stream_cut(FaultProxyAdmin.of(proxy), after_tokens=1).using(policy):
         results.append(client.chat("hello", stream=True, max_tokens=4))
     # read over HTTP from the proxy (GET /_chaos/log), this test's window only: no file is copied or globbed
     server = server_log_for(env, since=t0, until=time.time() + 1)

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from gw_upstream import upstream
 
-from chaos.env.model import Endpoints
+from chaos.env.model import BreakerPolicy, Endpoints
 from chaos.experiment.release_stages import no_release_admin
 from chaos.stack.gateway import GatewaySettings, Replica, serve
 
@@ -24,8 +24,8 @@ def test_no_gray_release_admin_is_said_with_why():
 
     async def go():
         async with upstream("s") as (_, s_url), upstream("c") as (_, c_url):
-            cfg = GatewaySettings([Replica("s", s_url), Replica("c", c_url, "canary")], listen="127.0.0.1:0",
-                                  admin_token=TOKEN)
+            cfg = GatewaySettings([Replica("s", s_url), Replica("c", c_url, "canary")], BreakerPolicy(),
+                                  listen="127.0.0.1:0", admin_token=TOKEN)
             async with serve(cfg) as gw:
                 return (await asyncio.to_thread(no_release_admin, _env(gw)),
                         await asyncio.to_thread(no_release_admin, _env(s_url)))  # an upstream is no gateway

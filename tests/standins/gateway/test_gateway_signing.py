@@ -115,7 +115,7 @@ def test_every_case_carries_the_api_key_and_is_signed_over_the_path_the_gateway_
     signing_verdict("http://127.0.0.1:9/prefix/", b"k", "m", api_key="api-key-xyz", call=call)
     assert len(seen) == 6 and all(u == "http://127.0.0.1:9/prefix/v1/chat/completions" for u, _ in seen)
     assert all(h["Authorization"] == "Bearer api-key-xyz" for _, h in seen)
-    from chaos.resilience.signing import verify
+    from chaos.signing import verify
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "sign me"}], "max_tokens": 4,
                        "stream": False}).encode()
     verify(b"k", "POST", "/prefix/v1/chat/completions", body, seen[0][1])  # the control is validly signed

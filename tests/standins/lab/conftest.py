@@ -10,7 +10,7 @@ IMAGE = "llm-chaos-base:bookworm"  # the locally made base (scripts/build-base.s
 
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory):
-    from chaos.lab import Lab, missing
+    from chaos.stack.lab import Lab, missing
     from tests._support import _image_reason
 
     require_component("lab", missing(), also=("docker",))

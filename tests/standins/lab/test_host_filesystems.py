@@ -11,13 +11,13 @@ from tests.integration.cli.test_cli import REPO
 
 
 def _on(host, script: str) -> subprocess.CompletedProcess[bytes]:
-    from chaos import lab_hostfs
+    from chaos.stack import lab_hostfs
 
     return lab_hostfs.run(host, ["sh", "-c", script])
 
 
 def test_what_a_host_writes_stays_on_it(lab) -> None:
-    from chaos.lab import EDGE, GPU
+    from chaos.stack.lab import EDGE, GPU
 
     mark = uuid.uuid4().hex[:8]
     shared = REPO / ".state" / f"isolation-{mark}"  # a path this machine's disk has: the host reads it through
@@ -39,7 +39,7 @@ def test_what_a_host_writes_stays_on_it(lab) -> None:
 def test_a_session_over_ssh_and_the_labs_services_live_in_the_hosts_filesystem(lab) -> None:
     """sshd, the Docker engine and what an SSH login starts run in the host's mount namespace, not the
     harness's, with the host's own /run (sshd's pid file) and engine data root."""
-    from chaos.lab import GPU, LOAD
+    from chaos.stack.lab import GPU, LOAD
 
     mark = uuid.uuid4().hex[:8]
     r = subprocess.run(["ssh", "-F", str(lab.ssh_config), "-o", "BatchMode=yes", LOAD.address,

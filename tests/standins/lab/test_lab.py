@@ -26,7 +26,7 @@ def _get(url: str) -> int | str:
 
 
 def test_a_container_on_the_gpu_host_serves_on_its_address_only(lab_ssh) -> None:
-    from chaos.lab import GPU
+    from chaos.stack.lab import GPU
     from chaos.targets.docker import client_for
 
     client = client_for(lab_ssh.docker_host())  # through `ssh -L`, the engine inside the namespace
@@ -47,7 +47,7 @@ def test_a_container_on_the_gpu_host_serves_on_its_address_only(lab_ssh) -> None
 
 
 def test_a_broken_key_is_one_line_naming_the_host(lab, tmp_path, monkeypatch) -> None:
-    from chaos.lab import GPU
+    from chaos.stack.lab import GPU
     from chaos.targets import ssh_docker
     from chaos.targets.docker import client_for
 
@@ -77,7 +77,7 @@ def test_a_broken_key_is_one_line_naming_the_host(lab, tmp_path, monkeypatch) ->
 
 
 def test_an_unreachable_engine_socket_is_one_line(lab_ssh) -> None:
-    from chaos.lab import GPU
+    from chaos.stack.lab import GPU
     from chaos.targets.docker import client_for
 
     with pytest.raises(TargetError) as e:
@@ -88,7 +88,7 @@ def test_an_unreachable_engine_socket_is_one_line(lab_ssh) -> None:
 def test_a_remote_kill_is_a_crash_the_restart_policy_answers_and_docker_kill_is_not(lab_ssh, tmp_path) -> None:
     """Over SSH there is no os.kill: the target's kill signals the container's init from the GPU
     host's PID namespace, so `restart: always` brings it back; `docker kill` is a manual stop."""
-    from chaos.lab import GPU
+    from chaos.stack.lab import GPU
     from chaos.targets.docker import DockerTarget
 
     port = free_port()
@@ -114,7 +114,7 @@ def test_a_remote_kill_is_a_crash_the_restart_policy_answers_and_docker_kill_is_
 
 
 def test_the_hosts_reach_each_other_through_the_router_only_inside_the_lab(lab) -> None:
-    from chaos.lab import EDGE, FORWARD_RULE, GPU, LOAD
+    from chaos.stack.lab import EDGE, FORWARD_RULE, GPU, LOAD
 
     port = free_port()
     server = subprocess.Popen(["ip", "netns", "exec", GPU.netns, "python3", "-m", "http.server", str(port),
@@ -138,8 +138,8 @@ def test_the_hosts_reach_each_other_through_the_router_only_inside_the_lab(lab) 
 
 
 def test_down_leaves_nothing_and_up_comes_back(lab) -> None:
-    from chaos import lab_hostfs
-    from chaos.lab import FORWARD_RULE, HOSTS
+    from chaos.stack import lab_hostfs
+    from chaos.stack.lab import FORWARD_RULE, HOSTS
 
     engine = lab._pid("dockerd")
     assert lab.down()

@@ -34,10 +34,10 @@ def _outcomes(out: str) -> dict[str, str]:
 
 
 def test_recovery_suite_over_ssh_on_replicas_without_ps_or_kill(lab_ssh, tmp_path) -> None:
+    from chaos.bridge.lab import deploy, undeploy
     from chaos.faults import engine_death
     from chaos.faults.base import Policy
     from chaos.faults.ledger import Ledger
-    from chaos.lab_staging import deploy, undeploy
     from chaos.targets import make_target
 
     require_component("docker", _image_reason(SIM_IMAGE))

@@ -28,7 +28,7 @@ def _lab_env(tmp_path: Path, text: str | None = None):
 
 
 def test_an_address_outside_the_lab_is_refused_naming_the_field(tmp_path) -> None:
-    from chaos.lab_staging import check
+    from chaos.bridge.lab import check
 
     env, _ = _lab_env(tmp_path, LAB_ENV.read_text().replace('upstream: "10.231.1.2:8103"', 'upstream: "10.9.9.9:8103"'))
     with pytest.raises(ConfigError) as e:
@@ -54,7 +54,7 @@ def test_the_shipped_lab_env_is_the_staging_example_with_the_labs_addresses() ->
 
 @pytest.fixture
 def deployed(lab_ssh, tmp_path):
-    from chaos.lab_staging import deploy, undeploy
+    from chaos.bridge.lab import deploy, undeploy
     from chaos.pytest_plugin import require_component
     from tests._support import _image_reason
 
@@ -70,8 +70,8 @@ def deployed(lab_ssh, tmp_path):
 
 
 def test_the_lab_env_serves_through_edge_and_gpu_hosts_and_the_harness_sees_its_targets_over_ssh(deployed) -> None:
-    from chaos.lab import EDGE, GPU
-    from chaos.stack.launcher import completion_ok
+    from chaos.observe.completion import completion_ok
+    from chaos.stack.lab import EDGE, GPU
     from chaos.targets import make_target
 
     env, path = deployed
@@ -107,10 +107,10 @@ def test_the_lab_env_serves_through_edge_and_gpu_hosts_and_the_harness_sees_its_
 def test_the_replica_side_logs_stay_on_the_gpu_host(deployed) -> None:
     """The fault proxies' and simulators' request logs are written on the GPU host's own filesystem:
     after requests through the whole path, none is under the harness's state_dir or the repository."""
-    from chaos import lab_hostfs
-    from chaos.lab import GPU
-    from chaos.lab_staging import proxy_log
-    from chaos.stack.launcher import completion_ok
+    from chaos.bridge.lab import proxy_log
+    from chaos.observe.completion import completion_ok
+    from chaos.stack import lab_hostfs
+    from chaos.stack.lab import GPU
     from tests.integration.cli.test_cli import REPO
 
     env, _ = deployed

@@ -19,7 +19,7 @@ from tests._support import free_port
 @pytest.fixture
 def api_on_the_lab(lab, tmp_path):
     """A simulator on the root side of the load host's link: what the workers send to."""
-    from chaos.lab import LOAD
+    from chaos.stack.lab import LOAD
 
     port, log = free_port(), tmp_path / "sim.requests.jsonl"
     sim = subprocess.Popen([sys.executable, "-m", "chaos.stack.sim", "--host", LOAD.gateway, "--port", str(port),
@@ -44,8 +44,8 @@ def _netns_inode(pid: int) -> int:
 
 
 def test_workers_on_the_load_host_merge_into_one_run_and_a_killed_worker_is_reported(api_on_the_lab, tmp_path):
-    from chaos.lab import LOAD
     from chaos.load.runner import start_load
+    from chaos.stack.lab import LOAD
 
     url, sim_log = api_on_the_lab
     handle = start_load(url, out_dir=tmp_path / "load", workers=2, worker_host="lab-load", rate=16, duration_s=14,
@@ -93,8 +93,8 @@ def test_an_unknown_worker_host_is_one_line(tmp_path):
 
 def _in_load_host(marker: str) -> list[int]:
     """Pids of the processes on the load host whose command line holds `marker`."""
-    from chaos.lab import LOAD
-    from chaos.targets import _proc
+    from chaos import proc as _proc
+    from chaos.stack.lab import LOAD
 
     ns = os.stat(f"/var/run/netns/{LOAD.netns}").st_ino
     out = []
@@ -112,8 +112,8 @@ def test_workers_over_ssh_send_their_records_back_and_a_killed_one_is_reported(a
     """The staging way: workers started over SSH on the load host (ssh://root@10.231.2.2), the job sent
     over the session, the records back over it into this run's directory, the master reached through
     the session's reverse forward (it binds 127.0.0.1 only)."""
-    from chaos.lab import LOAD
     from chaos.load.runner import start_load
+    from chaos.stack.lab import LOAD
 
     url, sim_log = api_on_the_lab
     out = tmp_path / "load"
@@ -152,8 +152,8 @@ def test_workers_over_ssh_send_their_records_back_and_a_killed_one_is_reported(a
 
 
 def test_an_ssh_worker_host_that_refuses_the_key_is_one_line(lab, tmp_path, monkeypatch):
-    from chaos.lab import LOAD
     from chaos.load.runner import start_load
+    from chaos.stack.lab import LOAD
 
     key = tmp_path / "stranger"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
@@ -170,8 +170,8 @@ def test_an_ssh_worker_host_that_refuses_the_key_is_one_line(lab, tmp_path, monk
 
 
 def test_env_check_logs_in_to_the_load_host_and_names_what_is_missing(lab, tmp_path, monkeypatch):
-    from chaos.lab import LOAD
     from chaos.load.placement import check_worker_host
+    from chaos.stack.lab import LOAD
 
     host = f"ssh://root@{LOAD.address}"
     monkeypatch.setenv("CHAOS_SSH_CONFIG", str(lab.ssh_config))

@@ -13,10 +13,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
+from chaos.bridge import EmbeddedStack  # noqa: E402
 from chaos.env import load  # noqa: E402
 from chaos.faults import install_signal_handlers, latency, rank_freeze  # noqa: E402
 from chaos.faults.base import Policy  # noqa: E402
-from chaos.stack.launcher import EmbeddedStack  # noqa: E402
 from tests.standins.stack.stack_env import pidfile_pids  # noqa: E402
 
 

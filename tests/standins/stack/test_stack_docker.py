@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
+from chaos.bridge import EmbeddedStack
 from chaos.env import load
 from chaos.faults import restart
 from chaos.faults.base import Policy
 from chaos.faults.ledger import Ledger, cleanup
-from chaos.stack.launcher import EmbeddedStack, completion_ok
+from chaos.observe.completion import completion_ok
 from chaos.targets.docker import LABEL_RUN, LABEL_STATE, LABEL_TARGET
 from tests._support import require
 from tests.standins.stack.stack_env import (

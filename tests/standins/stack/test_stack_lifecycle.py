@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
+from chaos.bridge import EmbeddedStack
 from chaos.env import load
 from chaos.errors import StackError
-from chaos.stack.launcher import EmbeddedStack, completion_ok
+from chaos.observe.completion import completion_ok
 from tests._support import require
 from tests.standins.stack.stack_env import REPO, env_ports, listening_inodes, pidfile_pids, proc_state, stack_processes, write_env
 

@@ -56,3 +56,24 @@ def test_what_an_ssh_worker_sends_lands_in_the_run_directory_as_it_wrote_it(tmp_
     assert json.loads((local / "meta-load-1-77.json").read_text()) == {"cpu_s": 1.5, "wall_s": 9.0}
     assert sorted(p.name for p in local.iterdir()) == ["meta-load-1-77.json", "records-load-1-77.jsonl"]
     assert not (tmp_path / "evil.jsonl").exists()
+
+
+def test_a_lab_hosts_master_address_is_its_routes_next_hop(monkeypatch):
+    """The load layer reads the lab host's link from its namespace, not from the lab's host table."""
+    import subprocess
+
+    from chaos.load import placement
+
+    routes = "10.231.0.0/16 via 10.231.2.1 dev chaos-load-ns\n10.231.2.0/24 dev chaos-load-ns proto kernel scope link\n"
+    seen = []
+
+    def run(cmd, **kw):
+        seen.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, routes, "")
+
+    monkeypatch.setattr(placement.subprocess, "run", run)
+    assert placement._next_hop("chaos-lab-load", "lab-load") == "10.231.2.1"
+    assert seen == [["ip", "-n", "chaos-lab-load", "-4", "route", "show"]]
+    routes = "10.231.2.0/24 dev chaos-load-ns proto kernel scope link\n"
+    with pytest.raises(LoadError, match="worker host lab-load: namespace chaos-lab-load has no route"):
+        placement._next_hop("chaos-lab-load", "lab-load")

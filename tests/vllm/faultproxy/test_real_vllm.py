@@ -11,6 +11,7 @@ import pytest
 
 from chaos.env.model import RetryPolicy
 from chaos.faults import http as H
+from chaos.faults.proxy_admin import FaultProxyAdmin
 from chaos.faults.tokens import TokenRef
 from chaos.observe.replica_log import PROXY_LOG_PATH, LogEndpoint, ReplicaLogReader
 from chaos.resilience.client import ResilientClient
@@ -45,15 +46,15 @@ def test_real_vllm_streams_pass_unchanged_and_stream_faults_act_on_its_chunks(vl
     # ' traffic unk traffic unk' as one chunk on one side and four on the other)
     answer = "".join(tokens(via[2]))
     assert direct[0] == via[0] == 200 and "".join(tokens(direct[2])) == answer and answer
-    with H.stream_cut(vproxy.admin(), after_tokens=2).using(policy) as cut:
+    with H.stream_cut(FaultProxyAdmin.of(vproxy), after_tokens=2).using(policy) as cut:
         status, _, data, _, err = call(vproxy.url, **body)
     # cut after vLLM's own 2nd content chunk: exactly 2 chunks arrive, and they begin the answer
     assert status == 200 and err is not None and len(tokens(data)) == 2 and cut.evidence["hits"] == 1
     assert answer.startswith("".join(tokens(data)))
-    with H.error_chunk(vproxy.admin(), after_tokens=1).using(policy):
+    with H.error_chunk(FaultProxyAdmin.of(vproxy), after_tokens=1).using(policy):
         _, _, data, _, _ = call(vproxy.url, **body)
     assert b'"error"' in data and data.rstrip().endswith(b"data: [DONE]")
-    with H.http_error(vproxy.admin(), 503, retry_after="1").using(policy):
+    with H.http_error(FaultProxyAdmin.of(vproxy), 503, retry_after="1").using(policy):
         assert call(vproxy.url, **body)[0] == 503
 
 

@@ -85,7 +85,7 @@ def _replica(tmp_path: Path, backend: str, sim_args: tuple[str, ...] = ()):
 def lifecycle(tmp_path: Path, backend: str, sim_args: tuple[str, ...] = ()) -> dict:
     from chaos import faults
     from chaos.faults.ledger import Ledger
-    from chaos.stack.launcher import completion_ok
+    from chaos.observe.completion import completion_ok
     from chaos.targets import admin_token
     from chaos.verify import lifecycle as lc
     from tests._vllm import START_S

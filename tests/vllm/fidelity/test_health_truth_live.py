@@ -21,7 +21,7 @@ START_S = 420.0
 def test_a_killed_tp_rank_and_what_health_claimed(tmp_path: Path, backend: str) -> None:
     from tests.fidelity.test_fidelity import _replica
 
-    from chaos.stack.launcher import completion_ok
+    from chaos.observe.completion import completion_ok
 
     cfg, target = _replica(tmp_path, backend)
     url = f"http://127.0.0.1:{cfg.port}"

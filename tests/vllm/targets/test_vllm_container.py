@@ -11,8 +11,8 @@ from chaos.env import load
 from chaos.faults import engine_death, restart
 from chaos.faults.base import Policy
 from chaos.faults.ledger import Ledger
+from chaos.observe.completion import completion_ok
 from chaos.pytest_plugin import require_component
-from chaos.stack.launcher import completion_ok
 from chaos.targets import make_target
 from tests._support import _image_reason, free_port
 from tests._vllm import START_S, require_vllm

@@ -24,11 +24,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from chaos import lab_hostfs as hostfs
+from chaos import proc as _proc
 from chaos.env import Environment
 from chaos.errors import ConfigError, StackError
-from chaos.lab import GPU, HOSTS, Host, Lab
-from chaos.targets import _proc
+from chaos.stack import lab_hostfs as hostfs
+from chaos.stack.lab import GPU, HOSTS, Host, Lab
 
 RUN_ID = "lab-staging"  # the deployment's label on its containers: not the harness's run
 
@@ -69,8 +69,8 @@ def check(env: Environment) -> None:
 def deploy(lab: Lab, env: Environment, log: Callable[[str], object] = lambda s: None, timeout: float | None = None) -> None:
     """Start what `env` describes on the lab's hosts (idempotent) and wait until it serves."""
     from chaos.faults.tokens import token_file
+    from chaos.observe.completion import wait_completion
     from chaos.stack.faultproxy import find_binary as faultproxy_binary
-    from chaos.stack.launcher import wait_completion
     from chaos.stack.toxiproxy import ToxiproxyServer, split_api
     from chaos.stack.toxiproxy import find_binary as toxiproxy_binary
 

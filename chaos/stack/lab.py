@@ -13,7 +13,7 @@ runs its own Docker engine inside its namespace (own data root, exec root and co
 container with host networking serves on the GPU host's address, not on the harness's machine.
 Every address is inside the 10.231.0.0/16 the lab creates; nothing else is ever aimed at.
 
-Each host also has its own root filesystem (chaos/lab_hostfs.py): what it writes (request logs, its
+Each host also has its own root filesystem (chaos/stack/lab_hostfs.py): what it writes (request logs, its
 services' logs and pid files, the engine's data) stays on it, so the harness learns of it only over
 the network, as it would from staging. The lab's own provisioning (the hosts' sshd configs and keys,
 the images, the fault proxies' tokens) is put onto the hosts as a deploy tool would.
@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from chaos import lab_hostfs as hostfs
+from chaos import proc as _proc
 from chaos.errors import StackError
-from chaos.targets import _proc
+from chaos.stack import lab_hostfs as hostfs
 
 PREFIX = "10.231"
 

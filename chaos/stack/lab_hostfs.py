@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from chaos.errors import StackError
 
 if TYPE_CHECKING:
-    from chaos.lab import Host
+    from chaos.stack.lab import Host
 
 NS_DIR = Path("/run/chaos-lab/ns")
 LOG_DIR = "/var/log/chaos-lab"  # on each host: what the lab's services print

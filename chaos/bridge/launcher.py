@@ -20,39 +20,15 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
+from chaos import proc as _proc
 from chaos.env import Environment
 from chaos.errors import StackError
 from chaos.faults.proxy_admin import token_ref
+from chaos.observe.completion import completion_ok, wait_completion
 from chaos.stack.faultproxy import FaultProxyServer
 from chaos.stack.toxiproxy import ToxiproxyServer
-from chaos.targets import Target, _proc, make_target
+from chaos.targets import Target, make_target
 from chaos.targets.process import ProcessTarget
-
-
-def completion_ok(api: str, model: str, timeout: float = 5.0, api_key: str | None = None,
-                  prompt: str = "ping") -> bool:
-    """True when a tiny real completion succeeds through `api` (the truth about readiness)."""
-    body = json.dumps({"model": model, "prompt": prompt, "max_tokens": 2}).encode()
-    headers = {"Content-Type": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    req = urllib.request.Request(f"{api.rstrip('/')}/v1/completions", data=body, headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status == 200 and bool(json.loads(r.read()).get("choices"))
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
-def wait_completion(api: str, model: str, timeout: float, *, api_key: str | None = None,
-                    interval: float = 0.1, request_timeout: float = 5.0) -> float | None:
-    """Poll until a real completion succeeds through `api`; seconds waited, or None after `timeout`."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if completion_ok(api, model, timeout=request_timeout, api_key=api_key):
-            return time.monotonic() - t0
-        time.sleep(interval)
-    return None
 
 
 class EmbeddedStack:

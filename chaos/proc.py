@@ -1,4 +1,5 @@
-"""Linux /proc helpers: process state, process group members, identity (pid + start time)."""
+"""The process helper the harness and the stand-ins share: Linux /proc state, process group members, identity
+(pid + start time), and stopping what was started."""
 from __future__ import annotations
 
 import os
@@ -123,3 +124,22 @@ def terminate(proc: subprocess.Popen[bytes] | None, timeout: float = 5.0) -> Non
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout)
+
+
+def find_program(env_var: str, *names: str) -> str | None:
+    """The program $env_var names, else the first of `names` on $PATH (an executable file); None if none."""
+    import shutil
+
+    for c in (os.environ.get(env_var), *(shutil.which(n) for n in names)):
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    return None
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on `host` now (the OS picks it; another process may take it before it is bound)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
