@@ -60,7 +60,7 @@ lint: venv
 
 # mypy --strict over chaos/ (pyproject's [tool.mypy]); the suites are not yet strict-clean (issue 31, item 5); .ci/run runs it after the lint
 typecheck: venv
-	$(VENV)/bin/mypy --strict chaos
+	$(VENV)/bin/mypy --strict chaos chaos_engine_plugin
 
 test: setup image
 	$(PYTEST) $(TESTS) $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && { echo "no tests collected"; exit 1; }; exit $$rc
