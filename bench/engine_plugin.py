@@ -68,17 +68,19 @@ def _per_call_ns(fn: Any, n: int = 200_000) -> float:
 def hook_cost_us() -> tuple[float, dict[str, float]]:
     """(µs per decode step, ns added per call of each hook) with nothing armed."""
     fakes = _fakes()
-    bare = {k: (getattr(m, next(iter(vars(m)))), next(iter(vars(m)))) for k, m in fakes.items()}
     calls = {"execute_model": ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner", "execute_model"),
              "update_from_output": ("vllm.v1.core.sched.scheduler", "Scheduler", "update_from_output"),
              "allocate_slots": ("vllm.v1.core.kv_cache_manager", "KVCacheManager", "allocate_slots"),
              "all_reduce": ("vllm.distributed.parallel_state", "GroupCoordinator", "_all_reduce_out_place")}
-    before = {k: _per_call_ns(lambda o=getattr(fakes[m], c)(), a=a: getattr(o, a)(None)) for k, (m, c, a) in calls.items()}
-    del bare
+    def caller(m: str, c: str, a: str) -> Any:
+        method = getattr(getattr(fakes[m], c)(), a)
+        return lambda: method(None)
+
+    before = {k: _per_call_ns(caller(*where)) for k, where in calls.items()}
     hooks._mod = lambda name: fakes[name]  # type: ignore[assignment]
     with tempfile.TemporaryDirectory() as d:
         assert len(hooks.install(Control(d))) == 6
-        after = {k: _per_call_ns(lambda o=getattr(fakes[m], c)(), a=a: getattr(o, a)(None)) for k, (m, c, a) in calls.items()}
+        after = {k: _per_call_ns(caller(*where)) for k, where in calls.items()}
     added = {k: max(0.0, after[k] - before[k]) for k in calls}
     per_step_ns = added["execute_model"] + added["update_from_output"] + BATCH * added["allocate_slots"] \
         + (2 * LAYERS + 1) * added["all_reduce"]
@@ -141,7 +143,9 @@ def main() -> int:
     else:
         step, ab, spread = real_step_ms(args.rounds)
     pct = f"{100 * us / 1000 / step:.3f}" if step else "none"
-    fmt = (lambda v: "none" if v is None else f"{v:.2f}")
+
+    def fmt(v: float | None) -> str:
+        return "none" if v is None else f"{v:.2f}"
     print(f"RESULT disarmed_step_overhead_pct={pct} step_ms={fmt(step)} hook_us_per_step={us:.2f} "
           f"ab_overhead_pct={fmt(ab)} ab_spread_pct={fmt(spread)}")
     return 0

@@ -105,10 +105,11 @@ def test_no_kv_blocks_leaves_requests_waiting_until_disarmed(replica, policy):
 def test_a_step_error_takes_vllms_engine_death_path(replica, policy):  # last: the engine dies
     with engine_fault(replica, "step-error", rank=0).using(policy) as f:
         status, body = complete(replica, "die")
+        fired = f.fired_pids()
         deadline = time.monotonic() + 60
         while replica.is_running() and time.monotonic() < deadline:
             time.sleep(0.2)
-    assert status == 500 and "EngineCore encountered an issue" in body["error"]["message"]
+    assert status == 500 and "EngineCore encountered an issue" in body["error"]["message"] and len(fired) == 1
     assert log_lines(replica, "RuntimeError: CUDA error: an illegal memory access was encountered")
     assert log_lines(replica, "EngineCore", "EngineCore encountered a fatal error.")
     assert log_lines(replica, "APIServer", "EngineDeadError")
