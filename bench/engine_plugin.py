@@ -72,6 +72,7 @@ def hook_cost_us() -> tuple[float, dict[str, float]]:
              "update_from_output": ("vllm.v1.core.sched.scheduler", "Scheduler", "update_from_output"),
              "allocate_slots": ("vllm.v1.core.kv_cache_manager", "KVCacheManager", "allocate_slots"),
              "all_reduce": ("vllm.distributed.parallel_state", "GroupCoordinator", "_all_reduce_out_place")}
+
     def caller(m: str, c: str, a: str) -> Any:
         method = getattr(getattr(fakes[m], c)(), a)
         return lambda: method(None)
