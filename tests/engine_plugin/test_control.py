@@ -127,3 +127,15 @@ def test_a_replica_without_the_plugin_is_refused_before_anything_is_recorded(tmp
         t.remove()
     with pytest.raises(ConfigError, match="delay_s must be float"):
         engine_fault(t, "slow-step", delay_s="slow")
+
+
+def test_engine_faults_true_gives_the_replica_its_control_directory(tmp_path):
+    from chaos.env import load as load_environment
+    from chaos.targets import make_target
+
+    env = load_environment("local-vllm")
+    cfg = env.targets[1]
+    assert C.ENV_VAR not in make_target(cfg, run_id="t", state_dir=tmp_path).env  # type: ignore[attr-defined]
+    on = cfg.model_copy(update={"vllm": cfg.vllm.model_copy(update={"engine_faults": True})})
+    t = make_target(on, run_id="t", state_dir=tmp_path)
+    assert t.env[C.ENV_VAR] == str(tmp_path.resolve() / "engine-faults" / cfg.name)  # type: ignore[attr-defined]
