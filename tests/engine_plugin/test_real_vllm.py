@@ -12,6 +12,7 @@ import pytest
 
 from chaos.faults.engine_plugin import engine_fault
 from chaos.targets.process import ProcessTarget
+from chaos.verify.answers import Answer, answers_verdict
 from tests.engine_plugin._replica import complete, log_lines, metric, plugin_replica, rss
 
 PROMPTS = [f"The {w} of the river" for w in ("sound", "colour", "bend", "mouth", "source", "bank", "speed", "name",
@@ -24,12 +25,21 @@ def replica(tmp_path_factory) -> Iterator[ProcessTarget]:
         yield t
 
 
+def _answers(replica: ProcessTarget) -> list[Answer]:
+    return [Answer(body["id"], p, body["choices"][0]["text"]) for p in PROMPTS for body in [complete(replica, p)[1]]]
+
+
 @pytest.fixture(scope="module")
-def golden(replica) -> dict[str, str]:
-    """Greedy answers of the healthy replica, twice over (they must agree, or nothing can be judged)."""
-    first = {p: complete(replica, p)[1]["choices"][0]["text"] for p in PROMPTS}
-    assert first == {p: complete(replica, p)[1]["choices"][0]["text"] for p in PROMPTS}
-    return first
+def steady(replica) -> tuple[list[Answer], list[Answer]]:
+    """Greedy answers of the healthy replica, twice: the golden run and a no-fault run (the tolerance)."""
+    return _answers(replica), _answers(replica)
+
+
+@pytest.fixture(scope="module")
+def golden(steady) -> dict[str, str]:
+    first, again = steady
+    assert [a.answer for a in first] == [a.answer for a in again]  # else nothing can be judged
+    return {a.prompt: str(a.answer) for a in first}
 
 
 def test_slow_steps_slow_every_step_of_the_rank(replica, policy):
@@ -47,16 +57,25 @@ def test_slow_steps_slow_every_step_of_the_rank(replica, policy):
     assert line.startswith("(Worker") and f"pid {pids[0]}" in line  # in the model runner's process, rank 0
 
 
-def test_corruption_changes_exactly_the_answers_it_names(replica, golden, policy):
+def test_corruption_changes_exactly_the_answers_it_names(replica, steady, golden, policy):
     with engine_fault(replica, "corrupt", fraction=0.5).using(policy) as f:
         answers = {p: complete(replica, p)[1] for p in PROMPTS}
-    wrong = {body["id"] for p, body in answers.items() if body["choices"][0]["text"] != golden[p]}
+        more = _answers(replica) + _answers(replica)
+    # the correctness verdict, told nothing of the fault, fails naming the same requests (36 answers
+    # against 24 no-fault ones: at half corrupted, p < 0.01 unless 8 or fewer were, P < 0.001); after, it passes
+    run = [Answer(b["id"], p, b["choices"][0]["text"]) for p, b in answers.items()] + more
+    baseline = steady[0] + steady[1]
+    v = answers_verdict(run, baseline, dict(golden))
+    after = answers_verdict(_answers(replica), baseline, dict(golden))
     named = {line.split(" corrupts request ")[1].strip() for line in log_lines(replica, f"fault {f.fault_id} corrupts")}
     # vLLM's engine request id is the response id with a suffix (cmpl-<hex>-0-<hex>)
+    named_run = {a.request_id for a in run if any(n.startswith(a.request_id + "-") for n in named)}
+    wrong = {body["id"] for p, body in answers.items() if body["choices"][0]["text"] != golden[p]}
     named_ids = {rid for rid in (body["id"] for body in answers.values()) if any(n.startswith(rid + "-") for n in named)}
     assert wrong and wrong != {b["id"] for b in answers.values()}  # about half: some, not all (12 prompts)
     assert wrong == named_ids
-    assert {p: complete(replica, p)[1]["choices"][0]["text"] for p in PROMPTS} == golden  # disarmed: right again
+    assert v.row("answer_divergence").ok is False and set(v.data["wrong"]) == named_run, v.rows
+    assert after.row("answer_divergence").ok is True and after.data["wrong"] == []  # disarmed: right again
 
 
 def test_emoji_dense_text_crashes_the_real_tokenizer_and_nfkc_is_the_control(replica, policy):
