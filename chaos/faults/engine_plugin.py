@@ -14,7 +14,21 @@ from typing import Any
 from chaos.errors import ConfigError, FaultError
 from chaos.faults.container import _TargetFault
 from chaos.targets.base import Target
-from chaos_engine_plugin.control import ENV_VAR, KINDS, SpecError, list_command, remove_command, validate, write_command
+from chaos_engine_plugin.control import (
+    ENV_VAR,
+    KINDS,
+    REFRESH_S,
+    SpecError,
+    list_command,
+    remove_command,
+    validate,
+    write_command,
+)
+
+# each process re-reads the control directory at most every REFRESH_S: an arming or disarming is in
+# effect everywhere that long after the file changed (measured: a request sent at once after the
+# rm still leaked once), so inject and revert return only then
+SETTLE_S = 2 * REFRESH_S
 
 
 def control_dir(target: Target) -> str | None:
@@ -109,6 +123,7 @@ class EngineFault(_TargetFault):
         if rc != 0:
             raise FaultError(f"target {self.target.name}: arming {self.fault_id} exited {rc}: {out.strip()[:200]}",
                              fault=self.kind)
+        self.policy.sleep(SETTLE_S)
 
     def _check(self) -> None:
         names = self._listing()
@@ -127,6 +142,7 @@ class EngineFault(_TargetFault):
         if rc != 0:
             raise FaultError(f"target {self.target.name}: disarming {self.fault_id} exited {rc}: {out.strip()[:200]}",
                              fault=self.kind)
+        self.policy.sleep(SETTLE_S)
         self.evidence["fired_pids"] = self.fired_pids()
 
 

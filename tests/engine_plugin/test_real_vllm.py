@@ -51,8 +51,9 @@ def test_slow_steps_slow_every_step_of_the_rank(replica, policy):
         status, _ = complete(replica, "warm", max_tokens=8)
         slow = time.monotonic() - t0
         pids = f.fired_pids()
-    # 8 tokens = 8 steps (a prefill that yields the 1st, then 7 decodes), each 0.25 s later
-    assert status == 200 and slow >= healthy + 8 * 0.25 * 0.9, (healthy, slow)
+    # 8 tokens = 8 steps (a prefill that yields the 1st, then 7 decodes), each held >= 0.25 s (not
+    # simply added: with async scheduling a step's own work overlaps the next; measured 0.50 s -> 2.15 s)
+    assert status == 200 and slow >= 8 * 0.25 * 0.9 and slow - healthy >= 4 * 0.25, (healthy, slow)
     [line] = log_lines(replica, f"fault {f.fault_id} (slow-step) fired")
     assert line.startswith("(Worker") and f"pid {pids[0]}" in line  # in the model runner's process, rank 0
 
