@@ -76,7 +76,7 @@ lint: venv
 
 # mypy --strict over chaos/ and the suites (issue 31, item 5); .ci/run runs it after the lint
 typecheck: venv
-	$(VENV)/bin/mypy --strict chaos suites
+	$(VENV)/bin/mypy --strict chaos chaos_engine_plugin suites
 
 # `make test`: the unit lane, then (after the image it needs) the integration lane
 test: test-unit test-integration
@@ -150,6 +150,6 @@ setup-litellm:
 vllm-image: setup-vllm
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory build/.vllm-image-stamp; \
 	  else echo "vllm-image: no Docker engine" >&2; exit 1; fi
-build/.vllm-image-stamp: .tools/vllm/.installed docker/Dockerfile.vllm scripts/build-vllm-image.sh
+build/.vllm-image-stamp: .tools/vllm/.installed docker/Dockerfile.vllm scripts/build-vllm-image.sh $(wildcard chaos_engine_plugin/*.py)
 	scripts/build-vllm-image.sh
 	@mkdir -p build && touch $@

@@ -136,6 +136,7 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
     from chaos.faults import (
         timeout as timeout,
     )
+    from chaos.faults.engine_plugin import engine_fault as engine_fault
     from chaos.faults.gateway import misroute as misroute
     from chaos.faults.gateway import release_stage as release_stage
     from chaos.faults.http import (
@@ -229,6 +230,8 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
     from chaos.verify.alerts import alert_verdict as alert_verdict
     from chaos.verify.anomaly import anomaly_verdict as anomaly_verdict
     from chaos.verify.anomaly import observed_anomaly as observed_anomaly
+    from chaos.verify.answers import answers_verdict as answers_verdict
+    from chaos.verify.answers import golden as golden
     from chaos.verify.backoff_run import check_backoff as check_backoff
     from chaos.verify.breaker import analyze as analyze_breaker
     from chaos.verify.breaker import degrade_recovery_s as degrade_recovery_s
@@ -355,21 +358,22 @@ __all__ = [  # the errors, then FRONT in its order (tests/integration/api/test_f
     "rank_link_cut", "latency", "jitter", "bandwidth", "down", "timeout", "reset_peer", "slicer", "slow_close",
     "limit_data", "http_error", "oom_error", "hang", "slow_headers", "slow_first_token", "stream_stall",
     "stream_cut", "error_chunk", "malformed_chunk", "duplicate_chunk", "rewrite_model", "header_fault", "misroute",
-    "release_stage", "sim_fault", "Check", "all_of", "evaluate", "p50_below", "p99_below", "percentile_below",
-    "error_rate_below", "goodput_above", "percentile", "Verdict", "Row", "accounting_verdict", "fault_allowance",
-    "recovery_verdict", "served_by", "steady_seen", "check_restart_policy", "load_verdict", "burst_drift",
-    "long_prompt_failures", "degraded_floor_verdict", "retry_verdict", "signing_verdict", "anomaly_verdict",
-    "observed_anomaly", "check_backoff", "alert_verdict", "AlertMonitor", "requires", "judge", "fault_happened",
-    "fault_proof", "gateway_admin", "client_commands", "hurt_params", "StackHandle", "SummaryCollector",
-    "add_recovery", "add_breaker", "latency_table", "verdict_table", "analyze_breaker", "degrade_recovery_s",
-    "BREAKER_SIZE_NAMES", "breaker_sizes", "breaker_size_why_not", "breaker_window_target",
-    "breaker_spec_vs_observed", "write_breaker_table", "GatewayStateObserver", "gateway_failures", "plot_breaker",
-    "STREAM_MAX_TOKENS", "STREAM_PROMPT", "ClientAnswer", "ClientLimit", "stream_attempts_for", "client_verdict",
-    "stream_gateway_verdict", "run_client_command", "stream_steady_run", "stream_steady_verdict", "ResilientClient",
-    "env_secrets", "scan_secrets", "token_files", "DEFAULT_CLASSES", "special_corpus", "MetricsScraper", "Timeline",
-    "PrefixRun", "prefix_counters", "prefix_verdict", "explorer_for", "load_schedule", "no_release_admin",
-    "release_plan", "run_stages", "faults", "plan", "budgets", "evidence", "baseline", "gateway_state", "signing",
-    "BreakerPolicy", "SLAs", "RequestRecord", "BreakerSize", "HttpFault", "FaultProxyAdmin",
+    "release_stage", "sim_fault", "engine_fault", "Check", "all_of", "evaluate", "p50_below", "p99_below",
+    "percentile_below", "error_rate_below", "goodput_above", "percentile", "Verdict", "Row", "accounting_verdict",
+    "fault_allowance", "recovery_verdict", "served_by", "steady_seen", "check_restart_policy", "load_verdict",
+    "burst_drift", "long_prompt_failures", "degraded_floor_verdict", "retry_verdict", "signing_verdict",
+    "anomaly_verdict", "observed_anomaly", "check_backoff", "alert_verdict", "AlertMonitor", "answers_verdict",
+    "golden", "requires", "judge", "fault_happened", "fault_proof", "gateway_admin", "client_commands",
+    "hurt_params", "StackHandle", "SummaryCollector", "add_recovery", "add_breaker", "latency_table",
+    "verdict_table", "analyze_breaker", "degrade_recovery_s", "BREAKER_SIZE_NAMES", "breaker_sizes",
+    "breaker_size_why_not", "breaker_window_target", "breaker_spec_vs_observed", "write_breaker_table",
+    "GatewayStateObserver", "gateway_failures", "plot_breaker", "STREAM_MAX_TOKENS", "STREAM_PROMPT", "ClientAnswer",
+    "ClientLimit", "stream_attempts_for", "client_verdict", "stream_gateway_verdict", "run_client_command",
+    "stream_steady_run", "stream_steady_verdict", "ResilientClient", "env_secrets", "scan_secrets", "token_files",
+    "DEFAULT_CLASSES", "special_corpus", "MetricsScraper", "Timeline", "PrefixRun", "prefix_counters",
+    "prefix_verdict", "explorer_for", "load_schedule", "no_release_admin", "release_plan", "run_stages", "faults",
+    "plan", "budgets", "evidence", "baseline", "gateway_state", "signing", "BreakerPolicy", "SLAs", "RequestRecord",
+    "BreakerSize", "HttpFault", "FaultProxyAdmin",
 ]
 
 

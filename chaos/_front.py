@@ -32,7 +32,7 @@ FRONT: dict[str, tuple[str, str | None]] = {
     "malformed_chunk": (_H, "malformed_chunk"), "duplicate_chunk": (_H, "duplicate_chunk"),
     "rewrite_model": (_H, "rewrite_model"), "header_fault": (_H, "header_fault"),
     "misroute": ("chaos.faults.gateway", "misroute"), "release_stage": ("chaos.faults.gateway", "release_stage"),
-    "sim_fault": (_F, "sim_fault"),
+    "sim_fault": (_F, "sim_fault"), "engine_fault": ("chaos.faults.engine_plugin", "engine_fault"),
     # the checks over a run's request records
     "Check": ("chaos.verify.checks", "Check"), "all_of": ("chaos.verify.checks", "all_of"),
     "evaluate": ("chaos.verify.checks", "evaluate"), "p50_below": ("chaos.verify.checks", "p50_below"),
@@ -56,6 +56,7 @@ FRONT: dict[str, tuple[str, str | None]] = {
     "observed_anomaly": ("chaos.verify.anomaly", "observed_anomaly"),
     "check_backoff": ("chaos.verify.backoff_run", "check_backoff"),
     "alert_verdict": ("chaos.verify.alerts", "alert_verdict"), "AlertMonitor": ("chaos.observe.alert_watch", "AlertMonitor"),
+    "answers_verdict": ("chaos.verify.answers", "answers_verdict"), "golden": ("chaos.verify.answers", "golden"),
     # writing a suite: preconditions, staged verdicts, the report's evidence, the target matrix
     "requires": ("chaos.suite", "requires"), "judge": ("chaos.suite", "judge"),
     "fault_happened": ("chaos.suite", "fault_happened"), "fault_proof": ("chaos.suite", "fault_proof"),

@@ -27,6 +27,8 @@ if [ -x "$VENV/bin/python" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$WANT" ] && !
 fi
 if [ -x "$VENV/bin/python" ] && [ -x "$BASE/bin/vllm" ] && [ -x "$BASE/bin/vllm-serve" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$WANT" ]; then
   echo "setup-vllm: $WANT already installed in $VENV"
+  # the engine plugin follows the checkout (a copy, refreshed when it changed; docs/engine-plugin.md)
+  "$VENV/bin/python" scripts/install-engine-plugin.py || fail "installing the engine plugin failed"
   exit 0
 fi
 
@@ -130,7 +132,10 @@ chmod +x "$BASE/bin/vllm" "$BASE/bin/vllm-serve"
 
 run "$PY" -m pip install -q pandas  # `vllm bench serve --dataset-name custom` (vllm's "bench" extra)
 
-# 5. it must import and its CLI must start
+# 5. llm-chaos's engine plugin (inert unless a replica sets LLM_CHAOS_ENGINE_FAULTS; docs/engine-plugin.md)
+run "$PY" scripts/install-engine-plugin.py
+
+# 6. it must import and its CLI must start
 run "$PY" -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)"
 "$BASE/bin/vllm-serve" --help >>"$LOG" 2>&1 || fail "'$BASE/bin/vllm-serve --help' failed; last lines of $LOG:
 $(tail -n 5 "$LOG")"

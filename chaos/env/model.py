@@ -91,6 +91,8 @@ class VllmOptions(_Strict):
     execute_model_timeout_s: float | None = Field(
         None, gt=0, description="VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS: a frozen TP rank kills the engine after this")
     kv_cache_gib: float = Field(1.0, gt=0, description="VLLM_CPU_KVCACHE_SPACE (per worker, CPU builds)")
+    engine_faults: bool = Field(False, description="enable llm-chaos's engine plugin (LLM_CHAOS_ENGINE_FAULTS, a control "
+                                "directory under the state dir): faults inside vLLM, docs/engine-plugin.md")
     nice: int = Field(0, ge=0, le=19,
                       description="run the server at this nice value, its session's autogroup too (process targets)")
     extra_args: list[str] = []

@@ -62,6 +62,10 @@ def run(step: dict[str, Any]) -> str:
         return _container_signal(step)
     if kind == "http":
         return _http(step)
+    if kind == "engine_plugin":
+        from chaos.faults.engine_plugin import replay
+
+        return replay(step)
     if kind == "none":
         note: str = step.get("note", "nothing to undo")
         return note

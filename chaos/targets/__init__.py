@@ -90,6 +90,10 @@ def make_target(target_cfg: TargetConfig, *, run_id: str, state_dir: str | os.Pa
     cfg = target_cfg
     args = sim_args(cfg, run_id=run_id, state_dir=state_dir, env=env) if cfg.simulator else []
     variables = vllm_env(cfg) if cfg.vllm else cfg.env
+    if cfg.vllm and cfg.vllm.engine_faults:  # the engine plugin's control directory (chaos.faults.engine_plugin)
+        from chaos_engine_plugin.control import ENV_VAR
+
+        variables = {**variables, ENV_VAR: str(Path(state_dir).resolve() / "engine-faults" / cfg.name)}
     if cfg.kind == "process":
         if cfg.vllm and not cfg.command:
             v = cfg.vllm

@@ -1,0 +1,155 @@
+"""Faults inside real vLLM through llm-chaos's engine plugin (chaos_engine_plugin): armed by a file.
+
+The replica runs with LLM_CHAOS_ENGINE_FAULTS=<control dir> (VllmOptions.engine_faults sets it); the
+harness arms a fault by writing `<id>.json` there with the target's own exec (a local `sh` for a
+process, `docker exec` for a container, local or over SSH), and disarms it with `rm -f`: that removal
+is the ledgered undo step, replayable with no harness memory. Stage 1 (armed) is the file read back
+where the replica runs; what it did is in the replica's log (`llm-chaos engine fault <id> (<kind>)
+fired`, beside vLLM's own lines) and in `<id>.fired.<pid>` files, which `fired_pids()` lists.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from chaos.errors import ConfigError, FaultError
+from chaos.faults.container import _TargetFault
+from chaos.targets.base import Target
+from chaos_engine_plugin.control import (
+    ENV_VAR,
+    KINDS,
+    REFRESH_S,
+    SpecError,
+    list_command,
+    remove_command,
+    validate,
+    write_command,
+)
+
+# each process re-reads the control directory at most every REFRESH_S: an arming or disarming is in
+# effect everywhere that long after the file changed (measured: a request sent at once after the
+# rm still leaked once), so inject and revert return only then
+SETTLE_S = 2 * REFRESH_S
+
+
+def control_dir(target: Target) -> str | None:
+    """The replica's control directory (its LLM_CHAOS_ENGINE_FAULTS), or None when the plugin is off."""
+    env = getattr(target, "env", None) or {}
+    value = env.get(ENV_VAR)
+    return str(value) if value else None
+
+
+def undo_step(target: Target, directory: str, fault_id: str) -> dict[str, Any]:
+    """The ledger's undo: remove the arming file, where the replica runs."""
+    return {"kind": "engine_plugin", "target": target.name, "dir": directory, "id": fault_id,
+            "container": getattr(target, "container_name", None), "docker_host": getattr(target, "docker_host", None)}
+
+
+def replay(step: dict[str, Any]) -> str:
+    """Perform an engine_plugin undo step (idempotent: a file already gone is success)."""
+    import os
+    import subprocess
+
+    cmd = remove_command(step["dir"], step["id"])
+    if step.get("container"):
+        import docker as sdk
+        from chaos.targets.docker import client_for
+        from chaos.targets.docker_exec import exec_collect
+
+        client = client_for(step.get("docker_host"))
+        try:
+            try:
+                c = client.containers.get(step["container"])
+            except sdk.errors.NotFound:
+                return f"container {step['container']} gone; engine fault {step['id']} gone with it"
+            if c.status != "running":
+                return f"container {step['container']} is {c.status}; engine fault {step['id']} cannot act"
+            rc, out = exec_collect(client, c.id, cmd)
+            if rc != 0:
+                raise FaultError(f"`{' '.join(cmd)}` in container {step['container']} exited {rc}: {out.strip()[:200]}")
+        finally:
+            client.close()
+        return f"disarmed engine fault {step['id']} in container {step['container']}"
+    path = os.path.join(step["dir"], f"{step['id']}.json")
+    if not os.path.exists(path):
+        return f"engine fault {step['id']} of {step.get('target')} already disarmed"
+    subprocess.run(cmd, check=True, timeout=30)
+    return f"disarmed engine fault {step['id']} of {step.get('target')}"
+
+
+class EngineFault(_TargetFault):
+    """One fault of the engine plugin (`kind`: chaos_engine_plugin.control.KINDS), armed on one replica."""
+
+    destructive = True
+
+    def __init__(self, target: Target, kind: str, *, fault_id: str | None = None, **spec: Any) -> None:
+        super().__init__(target, **{k: spec.pop(k) for k in ("seed", "policy") if k in spec})
+        if kind not in KINDS:
+            raise ConfigError(f"engine fault kind {kind!r}: expected one of {', '.join(KINDS)}")
+        self.kind = f"engine-{kind}"
+        self.fault_id = fault_id or f"{kind}-{self.seed:08x}"
+        try:
+            self.spec = validate(self.fault_id, {"kind": kind, **spec})
+        except SpecError as e:
+            raise ConfigError(str(e)) from None
+        self.directory: str | None = None
+
+    def params(self) -> dict[str, Any]:
+        return {"target": self.target.name, "id": self.fault_id, **self.spec}
+
+    def _listing(self) -> list[str]:
+        assert self.directory is not None
+        rc, out = self.target.exec(list_command(self.directory))
+        return out.split() if rc == 0 else []
+
+    def _preflight(self) -> None:
+        super()._preflight()
+        self.directory = control_dir(self.target)
+        if self.directory is None:
+            raise FaultError(f"target {self.target.name}: the engine plugin is off ({ENV_VAR} is not in its environment; "
+                             "set vllm.engine_faults: true)", fault=self.kind)
+        if not any(n.startswith("loaded.") for n in self._listing()):
+            raise FaultError(f"target {self.target.name}: no process of its vLLM loaded the engine plugin (nothing "
+                             f"in {self.directory}; is chaos_engine_plugin installed? docs/engine-plugin.md)", fault=self.kind)
+
+    def _plan(self) -> list[str]:
+        return [f"arm {self.spec} as {self.fault_id} in {self.directory or '<control dir>'} of {self.target.name}"]
+
+    def _undo(self) -> list[dict[str, Any]]:
+        return [undo_step(self.target, self.directory, self.fault_id)] if self.directory else []
+
+    def _apply(self) -> None:
+        assert self.directory is not None
+        rc, out = self.target.exec(write_command(self.directory, self.fault_id, self.spec))
+        if rc != 0:
+            raise FaultError(f"target {self.target.name}: arming {self.fault_id} exited {rc}: {out.strip()[:200]}",
+                             fault=self.kind)
+        self.policy.sleep(SETTLE_S)
+
+    def _check(self) -> None:
+        names = self._listing()
+        if f"{self.fault_id}.json" not in names:
+            raise self._not(f"{self.fault_id}.json is not in {self.directory}")
+        self.evidence["armed"] = f"{self.directory}/{self.fault_id}.json"
+
+    def fired_pids(self) -> list[int]:
+        """The pids (as the replica sees them) in which this fault has acted so far."""
+        prefix = f"{self.fault_id}.fired."
+        return sorted(int(n[len(prefix):]) for n in self._listing() if n.startswith(prefix) and n[len(prefix):].isdigit())
+
+    def _unapply(self) -> None:
+        assert self.directory is not None
+        rc, out = self.target.exec(remove_command(self.directory, self.fault_id))
+        if rc != 0:
+            raise FaultError(f"target {self.target.name}: disarming {self.fault_id} exited {rc}: {out.strip()[:200]}",
+                             fault=self.kind)
+        self.policy.sleep(SETTLE_S)
+        self.evidence["fired_pids"] = self.fired_pids()
+
+
+def engine_fault(target: Target, kind: str, **spec: Any) -> EngineFault:
+    """A fault inside the replica's real vLLM through the engine plugin: step-error, allreduce-hang, slow-step,
+    corrupt, tokenizer-crash, leak or kv-alloc-fail (parameters: chaos_engine_plugin.control.KINDS)."""
+    return EngineFault(target, kind, **spec)
+
+
+__all__ = ["EngineFault", "control_dir", "engine_fault", "replay", "undo_step"]
