@@ -107,3 +107,16 @@ def test_firing_stretches_are_read_from_the_alerts_series_with_their_gaps() -> N
     p._get = lambda path, **kw: ({"result": [series]} if "query_range" in path  # type: ignore[method-assign]
                                  else {"alerts": []})
     assert p.firings(0, 30, 1.0)[-1] == Firing("A", 20, 22)
+
+
+def test_an_expected_alert_left_firing_by_an_earlier_fault_is_not_proven_never_a_blind_spot() -> None:
+    """A restart alert still firing from the previous scenario's restart hides this fault's firing (the
+    recovery suite's rank freeze, then its crash, restarted the same replica 20 s apart)."""
+    left_over = Firing("ErrorsHigh", 90.0, 135.0)
+    v = alert_verdict([left_over], receiver_with(), W, fault="crash-sigkill", expect=EXPECT)
+    assert not v.failures, [r.line() for r in v.failures]
+    row = v.row("ErrorsHigh: time to fire")
+    assert row.unproven and "already firing 10 s before the scenario" in row.unproven
+    # one that had cleared before the fault took effect hides nothing: that is still a blind spot
+    v = alert_verdict([Firing("ErrorsHigh", 90.0, 105.0)], receiver_with(), W, fault="crash-sigkill", expect=EXPECT)
+    assert [r.check for r in v.failures] == ["blind spot: no alert for crash-sigkill"]
