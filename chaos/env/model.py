@@ -265,6 +265,11 @@ class SLAs(_Strict):
     health_truth_s: float = Field(5.0, gt=0, description="longest window in which /health, /v1/models or the "
                                   "gateway's health may contradict real completions (healthy while they fail, or "
                                   "unhealthy while they succeed)")
+    # which of those claims the stack acts on (its gateway's and orchestrator's health checks): judged
+    # against health_truth_s; the others' lies are measured and shown beside them, unjudged
+    health_truth_checks: list[Literal["/health", "/v1/models"]] = Field(
+        ["/health"], min_length=1, description="the health claims this stack acts on, judged by health_truth_s "
+        "(at each replica and at the API); the rest are shown, not judged")
 
 
 class RetryPolicy(_Strict):

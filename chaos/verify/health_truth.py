@@ -177,11 +177,17 @@ def _pairs(timeline: Timeline) -> list[tuple[str, str, str]]:
 
 
 def health_truth_rows(v: Verdict, timeline: Timeline, t_fault: float, limit_s: float, *,
-                      records: Sequence[RequestRecord] = (), fault: str | None = None) -> None:
-    """One row per claim probe: the longest lie in each direction, judged against `limit_s`."""
+                      records: Sequence[RequestRecord] = (), fault: str | None = None,
+                      judged: Sequence[str] = ("/health",)) -> None:
+    """One row per claim probe: the longest lie in each direction, judged against `limit_s` where the
+    claim is one the stack acts on (`judged`, slas.health_truth_checks); the others shown unjudged."""
     name = fault or "no fault"
     for claim_src, truth_src, label in _pairs(timeline):
         check = f"health_truth {label}"
+        if label.split(" at ")[0] not in judged:
+            _shown(v, check, timeline.series(claim_src, "status"), timeline.series(truth_src, "ok"), records,
+                   t_fault, limit_s, name, label)
+            continue
         claims, truths = timeline.series(claim_src, "status"), timeline.series(truth_src, "ok")
         if not claims or not truths:
             missing = f"no {label} probes" if not claims else f"no completion probes ({truth_src})"
@@ -210,3 +216,19 @@ def health_truth_rows(v: Verdict, timeline: Timeline, t_fault: float, limit_s: f
             v.not_proven(check, limit_s, round(worst, 3), f"{detail}; {why}")
         else:
             v.add(check, limit_s, round(worst, 3), True, detail)
+
+
+def _shown(v: Verdict, check: str, claims: Sequence[Sample], truths: Sequence[Sample],
+           records: Sequence[RequestRecord], t_fault: float, limit_s: float, name: str, label: str) -> None:
+    """A claim the stack does not act on: its lies measured and shown (ok None), never judged."""
+    tr = compare(claims, truths, records) if claims and truths else None
+    if tr is None:
+        v.add(check, limit_s, None, None, f"{name}: no {label} or completion probes; not one of this stack's "
+              "health checks (slas.health_truth_checks): not judged")
+        return
+    hi, lo = tr.longest(HEALTHY_LIE), tr.longest(UNHEALTHY_LIE)
+    worst = max((x.length for x in (hi, lo) if x is not None), default=0.0)
+    v.add(check, limit_s, round(worst, 3), None,
+          f"{name}: {label} lied {HEALTHY_LIE}: {describe(hi, t_fault, label)}; {UNHEALTHY_LIE}: "
+          f"{describe(lo, t_fault, label)}; shown, not judged: not one of this stack's health checks "
+          "(slas.health_truth_checks)")

@@ -159,7 +159,8 @@ def recovery_verdict(window: tuple[float, float], timeline: Timeline, records: S
     if timeline.series("gpu", "mem_used") or timeline.series("gpu", "temp_c"):
         xid_row(v, timeline, expected_xids)
     # /health is "answered 200 throughout" above, unjudged; here the lie itself is measured and judged
-    health_truth_rows(v, timeline, t_inject, slas.health_truth_s, records=records, fault=fault)
+    health_truth_rows(v, timeline, t_inject, slas.health_truth_s, records=records, fault=fault,
+                      judged=slas.health_truth_checks)
     v.data = {"t_inject": t_inject, "t_revert": t_revert, "health_back_s": t_h, "first_completion_s": t_c,
               "steady_state_s": t_s, "fault_errors": bad, "fault_requests": n, "fault_attempt_errors": att_bad}
     return v

@@ -32,9 +32,9 @@ def timeline(health: Callable[[float], int | None], ok: Callable[[float], bool],
 
 
 def rows(tl: Timeline, limit: float = 5.0, fault: str | None = "tp-worker-sigkill",
-         records: list[RequestRecord] | None = None) -> Verdict:
+         records: list[RequestRecord] | None = None, judged: tuple[str, ...] = ("/health", "/v1/models")) -> Verdict:
     v = Verdict("recovery")
-    health_truth_rows(v, tl, T0, limit, records=records or [], fault=fault)
+    health_truth_rows(v, tl, T0, limit, records=records or [], fault=fault, judged=judged)
     return v
 
 
@@ -133,3 +133,21 @@ def test_the_sla_defaults_and_a_bad_value_is_one_line() -> None:
         parse(text, "env.yaml", environ={})
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith("env.yaml") and "slas.health_truth_s" in msg
+
+
+def test_a_claim_the_stack_does_not_act_on_is_measured_and_shown_not_judged() -> None:
+    """The simulator's rank freeze: /v1/models kept answering 200 for 8.9 s (until the API server's
+    engine-dead watchdog exited it) while /health told the truth within the collective timeout. With
+    slas.health_truth_checks [/health] (the default) /v1/models' lie is a row with its window, unjudged."""
+    tl = timeline(lambda d: 503 if 3.0 <= d < 12 else 200, lambda d: not 0.1 <= d < 12)
+    for i in range(400):
+        d = -10 + i * 0.1  # 200 until the API server exits at t+9, refused until it is back at t+12
+        tl.sample("models", "status", None if 9.0 <= d < 12 else 200, t=T0 + d)
+    v = rows(tl, fault="nccl-rank-freeze", judged=("/health",))
+    assert v.row("health_truth /health").ok is True
+    models = v.row("health_truth /v1/models")
+    assert models.ok is None and not models.unproven and models.measured == pytest.approx(8.9, abs=0.15)
+    assert "shown, not judged" in models.detail and "slas.health_truth_checks" in models.detail
+    assert not v.failures
+    # listed, the same lie fails the row
+    assert rows(tl, fault="nccl-rank-freeze").row("health_truth /v1/models").ok is False
