@@ -23,6 +23,8 @@ def _env_dir(tmp_path: Path, drift: float | None) -> Path:
     text = (REPO / "environments" / "local.yaml").read_text()
     text = text.replace("name: local\n", "name: local-gray\n").replace("state_dir: ../.state/local\n",
                                                                        f"state_dir: {tmp_path / 'state'}\n")
+    # the rule files are relative to the environment file, and the copy lives in tmp_path
+    text = text.replace("rule_files: [../examples/", f"rule_files: [{REPO / 'examples'}/")
     if drift is not None:
         head, canary = text.split("  - name: replica-c\n")
         canary = re.sub(r"simulator: \{(.*?)\}", rf'simulator: {{\1, extra_args: ["--fault", "answer-drift:{drift}"]}}',

@@ -48,7 +48,9 @@ def test_a_3_and_9_percent_policy_is_judged_by_its_own_thresholds(tmp_path: Path
     text = (ROOT / "environments" / "local.yaml").read_text()
     for old, new in (("degrade_error_rate: 0.01", "degrade_error_rate: 0.03"),
                      ("rollback_error_rate: 0.03", "rollback_error_rate: 0.09"),
-                     ("state_dir: ../.state/local", "state_dir: .state")):
+                     ("state_dir: ../.state/local", "state_dir: .state"),
+                     # relative to the environment file, and the copy lives in tmp_path
+                     ("rule_files: [../examples/", f"rule_files: [{ROOT / 'examples'}/")):
         assert old in text, f"environments/local.yaml changed: no {old!r}"
         text = text.replace(old, new)
     env_file = tmp_path / "local-3-9.yaml"

@@ -74,6 +74,9 @@ def write_env(tmp_path: Path, *, docker: bool = False) -> Path:
     base["embedded"] = "docker" if docker else "process"
     base["state_dir"] = str(tmp_path / "state")
     base.pop("baseline_file", None)
+    mon = base.get("monitoring") or {}
+    if mon.get("rule_files"):  # relative to the environment file: the copy lives elsewhere
+        mon["rule_files"] = [str((REPO / "environments" / f).resolve()) for f in mon["rule_files"]]
     path = tmp_path / f"{base['name']}.yaml"
     path.write_text(yaml.safe_dump(base, sort_keys=False))
     return path
