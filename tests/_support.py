@@ -29,13 +29,10 @@ def toxiproxy_binary() -> str | None:
 
 
 def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
-    """SIGTERM, then SIGKILL after `grace_s`: a test's server never outlives it."""
-    proc.terminate()
-    try:
-        proc.wait(grace_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(grace_s)
+    """SIGTERM, then SIGKILL after `grace_s`: a test's server never outlives it (chaos.proc.terminate)."""
+    from chaos.proc import terminate
+
+    terminate(proc, grace_s)
 
 
 def free_port() -> int:
