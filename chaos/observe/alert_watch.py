@@ -32,8 +32,10 @@ class AlertMonitor:
         return self.config.prometheus.evaluation_interval_s if self.config else 1.0
 
     def watch(self, fault: str | None, expect: AlertExpectation | None = None, start: float | None = None) -> AlertWatch:
-        """Start watching one scenario (fault None: a no-fault baseline); `expect` in place of the
-        environment's expectation for `fault` (a game-day plan's own), `start` when it began (default: now)."""
+        """Start watching one scenario (fault None: a no-fault baseline).
+
+        `expect` stands in for the environment's expectation of `fault` (a game-day plan's own); `start`
+        is when the scenario began (default: now)."""
         return AlertWatch(self, fault, expect, start)
 
 
