@@ -77,6 +77,9 @@ def alert_judge(monitor: Any, x: PlanExperiment, bus: ev.EventBus,
         watch.recovered(run.t_revert if run.t_revert is not None else clock())
         watch.settle()
         # the runner's inject proved the fault took hold (else ERROR, and no verify phase)
-        return watch.verdict(fault_proven=True, timeline=_OnTheBus(bus, x.name))
+        v = watch.verdict(fault_proven=True, timeline=_OnTheBus(bus, x.name))
+        if label is not None and x.alerts is None and not v.rows:  # say so rather than an empty "holds"
+            v.add("alerts expected of this fault", "-", "none fired", None, "the plan names none (alerts:): not judged")
+        return v
 
     return monitoring

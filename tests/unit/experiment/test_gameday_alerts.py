@@ -120,3 +120,11 @@ def test_without_prometheus_the_rows_are_not_proven_and_the_journal_never_says_h
     summary = journal.summary()
     assert "verdict monitoring: http-error on replica-c: not proven: alerts read from prometheus" in summary
     assert "holds" not in summary and "**What deviated.** verdict monitoring" in summary
+
+
+def test_a_fault_the_plan_names_no_alerts_for_says_so_instead_of_an_empty_pass() -> None:
+    clock = Clock(200.0)
+    x = parse_plan(PLAN.replace("    alerts: {fire: [ErrorsHigh], allow: [ErrorsLow], fire_within_s: 20, "
+                                "clear_within_s: 40}\n", ""), "plan.yaml").experiments[1]
+    v = alert_judge(monitor(clock, []), x, ev.EventBus(), clock=clock)(run(101.0))
+    assert [(r.check, r.ok) for r in v.rows] == [("alerts expected of this fault", None)]
