@@ -19,6 +19,8 @@ def gameday(
     allow_destructive: bool = typer.Option(False, "--allow-destructive", help="allow restarts, kills and rank freezes "
                                                                                "on a protected environment"),
     live: bool = typer.Option(True, "--live/--no-live", help="a live table on a terminal (else one line per phase)"),
+    check: bool = typer.Option(False, "--check", help="validate the plan (and each alert it expects against the "
+                                                      "environment's rule files), start nothing; exit 1 on a problem"),
 ) -> None:
     """Run a game day: the plan's experiments in order, each with its steady-state hypothesis, abort
     guard and emergency stop (Ctrl-C, SIGTERM, `chaos stop`); then the journal and summary. Exit code:
@@ -28,16 +30,27 @@ def gameday(
     e = envmod.load(env)
     run_dir = out / time.strftime("%Y%m%d-%H%M%S")
     if plan is None:
+        if check:
+            raise typer.BadParameter("--check validates a plan: give --plan", param_hint="--check")
         args = [sys.executable, "-m", "pytest", "suites/", "--env", env, f"--alluredir={run_dir / 'allure-results'}",
                 *(["--allow-destructive"] if allow_destructive else [])]
         typer.echo(f"chaos: no --plan: the standard suites ({' '.join(args[2:])})")
         raise typer.Exit(subprocess.call(args))
     from chaos.bridge import EmbeddedStack
+    from chaos.bridge.monitoring import alert_monitor
+    from chaos.experiment.alerts import plan_alert_problems
     from chaos.experiment.gameday import GameDay
     from chaos.experiment.plan import load_plan
 
-    day = GameDay(e, load_plan(plan), plan_path=plan, out_dir=run_dir, allow_destructive=allow_destructive, live=live,
-                  start_stack=lambda env: EmbeddedStack(env).up())
+    the_plan = load_plan(plan)
+    if check:  # the plan and the alerts it expects, nothing started
+        problems = plan_alert_problems(the_plan, e, plan)
+        for problem in problems:
+            typer.echo(f"FAIL  {problem}")
+        typer.echo(f"{plan}: {'ok' if not problems else f'{len(problems)} problem(s)'} (environment {e.name})")
+        raise typer.Exit(1 if problems else 0)
+    day = GameDay(e, the_plan, plan_path=plan, out_dir=run_dir, allow_destructive=allow_destructive, live=live,
+                  start_stack=lambda env: EmbeddedStack(env).up(), start_monitoring=alert_monitor)
     code = day.run()
     typer.echo(f"journal: {run_dir / 'journal.json'}\nsummary: {run_dir / 'summary.md'}")
     typer.echo(f"report: {_report(run_dir, day.plan.name)}")

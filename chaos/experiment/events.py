@@ -104,12 +104,13 @@ class Stopped(Event):
 
 @dataclass(frozen=True)
 class VerdictReached(Event):
-    """A verdict's outcome and its failing rows."""
+    """A verdict's outcome: its failing rows, the rows it could not judge ("not proven"), every row."""
 
     name: str = ""
     ok: bool = True
     failures: tuple[str, ...] = field(default_factory=tuple)
     rows: tuple[str, ...] = field(default_factory=tuple)  # every row: check, limit, measured, ok
+    unproven: tuple[str, ...] = field(default_factory=tuple)
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,8 @@ def describe(e: Event) -> str | None:
     if isinstance(e, FaultReverted):
         return (f"reverted {e.fault}" + (f" ({e.error})" if e.error else "")) if e.ok \
             else f"REVERT FAILED for {e.fault}: {e.error}"
+    if isinstance(e, VerdictReached) and e.ok and e.unproven:  # never shown as holding
+        return f"verdict {e.name}: not proven: " + "; ".join(e.unproven)
     if isinstance(e, (HypothesisChecked, VerdictReached)):
         what = f"hypothesis {e.when}" if isinstance(e, HypothesisChecked) else f"verdict {e.name}"
         return f"{what}: " + ("holds" if e.ok else "; ".join(e.failures))

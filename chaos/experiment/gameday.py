@@ -9,17 +9,24 @@ An embedded environment's stack is started here (and its targets are then ours t
 down at the end. Each experiment runs its own load (the environment's profile, the plan's
 overrides). An ABORTED or STOPPED experiment ends the game day: the next one never starts, and the
 journal says so. The exit code is the worst experiment's (runner.EXIT_CODES).
+
+Where the environment has a `monitoring:` section (or the plan expects alerts), its monitoring is
+started after the stack (the face hands in how: `start_monitoring`) and each experiment ends with the
+monitoring verdict the suites use (chaos.experiment.alerts).
 """
 from __future__ import annotations
 
 import re
+import sys
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from pathlib import Path
 from typing import Any
 
 from chaos.errors import ConfigError
 from chaos.experiment import events as ev
+from chaos.experiment.alerts import alert_judge, plan_alert_problems, watched
 from chaos.experiment.journal import Journal
 from chaos.experiment.plan import Plan, PlanFault, experiments
 from chaos.experiment.report import AllureResults, LiveView
@@ -58,10 +65,13 @@ class GameDay:
 
     def __init__(self, env: Any, plan: Plan, *, plan_path: str | Path, out_dir: str | Path,
                  allow_destructive: bool = False, console: Any = None, live: bool = True,
-                 start_stack: Callable[[Any], Any] | None = None) -> None:
+                 start_stack: Callable[[Any], Any] | None = None,
+                 start_monitoring: Callable[[Any], AbstractContextManager[Any]] | None = None) -> None:
         self.env, self.plan, self.plan_path = env, plan, Path(plan_path)
         # the face that runs the day hands in how to start the stand-ins (the bridge): the harness never imports them
-        self.start_stack = start_stack
+        self.start_stack, self.start_monitoring = start_stack, start_monitoring
+        # an expected alert no rule file defines can only be a blind spot: said now, judged by the run
+        self.alert_problems = plan_alert_problems(plan, env, self.plan_path)
         self.out_dir = Path(out_dir)
         self.allow_destructive, self.console, self.live = allow_destructive, console, live
         self.stack: Any = None
@@ -105,12 +115,18 @@ class GameDay:
         view = LiveView(self.console, [x.name for x in self.plan.experiments], self.env.safety.abort.error_rate,
                         live=self.live)
         self.bus.subscribe(view)
+        for problem in self.alert_problems:
+            print(f"chaos: {problem}: it can only be a blind spot", file=sys.stderr)
+        monitoring = ExitStack()
         try:
             with view:
                 self._start_stack()
+                monitor = monitoring.enter_context(self._monitoring()) if watched(self.plan, self.env) else None
                 built = experiments(self.plan, self.env, make_fault=self.make_fault, make_load=self.make_load,
                                     path=self.plan_path, make_release=self.make_release, make_gate=self.make_gate)
                 for spec, exp in zip(self.plan.experiments, built, strict=True):
+                    if monitor is not None:  # the monitoring stage, after the fault's own verdicts
+                        exp.verdicts = [*exp.verdicts, alert_judge(monitor, spec, self.bus)]
                     run = exp.run(bus=self.bus, stop=stop)
                     self.runs.append(run)
                     # a release stage that fails its gate was rolled back (its revert) and gates the rest
@@ -124,10 +140,25 @@ class GameDay:
                         break
         finally:
             undo_signals()
+            monitoring.close()  # before the stack: its scrape targets
             if self.stack is not None:
                 self.stack.down()
             self.journal.write()
         return exit_code(self.runs)
+
+    def _monitoring(self) -> AbstractContextManager[Any]:
+        """The environment's monitoring, as the face starts it; without a face that can, the team's
+        Prometheus where the environment names one, else nothing to read (every row "not proven")."""
+        if self.start_monitoring is not None:
+            return self.start_monitoring(self.env)
+        from chaos.observe.alert_watch import AlertMonitor
+
+        mon = self.env.monitoring
+        if mon is not None and mon.prometheus.url:
+            return nullcontext(AlertMonitor(mon, str(mon.prometheus.url), None,
+                                            "the game day runs no webhook receiver for the team's alertmanager"))
+        return nullcontext(AlertMonitor(mon, None, None, "no monitoring section" if mon is None else
+                                        "embedded monitoring needs `chaos gameday` to start it"))
 
     def _start_stack(self) -> None:
         if self.env.embedded == "none":

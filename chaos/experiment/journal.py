@@ -54,10 +54,13 @@ class Journal:
             if started is not None:
                 out.append(f"**Hypothesis and method.** {started.plan}")
             out += ["", "**What was done and seen.**", ""]
-            for e in mine:
+            # in time order: an alert's firing is published when it is judged, but shown when it began
+            for e in sorted(mine, key=lambda e: e.t):
                 line = _line(e)
                 if line:
                     out.append(f"- +{e.t - t0:6.1f} s  {line}")
+                if isinstance(e, ev.VerdictReached) and e.name.startswith("monitoring"):
+                    out += [f"    - {row}" for row in e.rows]  # every alert row, not only the failing ones
             deviations = [_line(e) for e in mine if _deviates(e)]
             out += ["", "**What deviated.** " + ("; ".join(d for d in deviations if d) if deviations else "nothing")]
         return "\n".join(out) + "\n"
@@ -68,7 +71,7 @@ class Journal:
 
 def _deviates(e: ev.Event) -> bool:
     return (isinstance(e, (ev.HypothesisChecked, ev.VerdictReached, ev.FaultReverted)) and not e.ok) or \
-        isinstance(e, (ev.Aborted, ev.Stopped))
+        (isinstance(e, ev.VerdictReached) and bool(e.unproven)) or isinstance(e, (ev.Aborted, ev.Stopped))
 
 
 def _line(e: ev.Event) -> str | None:

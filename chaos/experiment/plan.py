@@ -9,11 +9,14 @@ file:line and the field), turned into Experiments against an environment.
         fault: {kind: http-error, target: replica-c, status: 500, fraction: 0.04}
         hold_s: 20
         until: {recovered_within_s: 60}
+        alerts: {fire: [LLMErrorRateDegrade], fire_within_s: 30, clear_within_s: 60}
 
 Fault kinds and their fields are `chaos fault inject`'s: an HTTP fault names a `target` (its fault
 proxy) or a `proxy`, a network fault a Toxiproxy `proxy`, a target fault a `target`; every other
 field is the fault's own parameter (status, fraction, latency, ...), checked by name, type and range
-(chaos.faults.params) when the plan is read.
+(chaos.faults.params) when the plan is read. `alerts` are the team's alerts the fault must raise
+(chaos.experiment.alerts: judged where the environment has a `monitoring:` section); an experiment
+without a fault is a no-fault baseline, where any alert that fires is a false page.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from chaos.env import schema_errors
+from chaos.env.monitoring import AlertExpectation
 from chaos.errors import ConfigError
 from chaos.experiment.hypothesis import Hypothesis, error_rate_below, goodput_above, p99_below
 from chaos.experiment.runner import AbortLimits, Experiment, recovered
@@ -109,11 +113,15 @@ class PlanExperiment(_Strict):
     hypothesis: PlanHypothesis | None = None
     window_s: float | None = Field(None, gt=0)
     load: dict[str, Any] = Field(default_factory=dict, description="overrides of the environment's load profile")
+    alerts: AlertExpectation | None = Field(None, description="the alerts the fault must fire within fire_within_s "
+                                                              "and clear within clear_within_s of its revert")
 
     @model_validator(mode="after")
     def _one_method(self) -> PlanExperiment:
         if self.fault is not None and self.release is not None:
             raise ValueError("give a fault or a release stage, not both")
+        if self.alerts is not None and self.fault is None:
+            raise ValueError("alerts: an experiment without a fault is a no-fault baseline, where no alert may fire")
         if self.gate is not None and self.release is None:
             raise ValueError("a gate judges a release stage: give `release` too")
         return self

@@ -49,7 +49,9 @@ class AllureResults:
         elif isinstance(e, (ev.FaultInjected, ev.FaultReverted, ev.HypothesisChecked, ev.Aborted, ev.Stopped,
                             ev.VerdictReached)) and res["steps"]:
             ok = getattr(e, "ok", not isinstance(e, (ev.Aborted, ev.Stopped)))
-            res["steps"][-1]["steps"].append({"name": ev.describe(e), "status": "passed" if ok else "failed",
+            unproven = ok and bool(getattr(e, "unproven", ()))  # not proven is never green
+            res["steps"][-1]["steps"].append({"name": ev.describe(e),
+                                              "status": "skipped" if unproven else "passed" if ok else "failed",
                                               "stage": "finished", "start": ms, "stop": ms})
         elif isinstance(e, ev.ExperimentEnded):
             res.update(stop=ms, status=ALLURE_STATUS.get(e.status, "unknown"),

@@ -262,7 +262,8 @@ class _Runner:
             v = judge(self.run_)
             bad = tuple(row.line() for row in getattr(v, "failures", []))
             self.publish(ev.VerdictReached, name=getattr(v, "name", getattr(judge, "__name__", "verdict")),
-                         ok=not bad, failures=bad, rows=tuple(row.line() for row in getattr(v, "rows", [])))
+                         ok=not bad, failures=bad, rows=tuple(row.line() for row in getattr(v, "rows", [])),
+                         unproven=tuple(row.line() for row in getattr(v, "unproven", [])))
             failures += bad
         if failures:
             raise AssertionError("; ".join(failures))

@@ -11,7 +11,7 @@ from chaos.errors import TargetError
 from chaos.observe.alerts import Firing, PrometheusAlerts, WebhookReceiver
 
 if TYPE_CHECKING:
-    from chaos.env.monitoring import Monitoring
+    from chaos.env.monitoring import AlertExpectation, Monitoring
     from chaos.verify.verdict import Verdict  # the observer reads; chaos.verify judges (imported in verdict())
 
 
@@ -31,19 +31,23 @@ class AlertMonitor:
     def step_s(self) -> float:
         return self.config.prometheus.evaluation_interval_s if self.config else 1.0
 
-    def watch(self, fault: str | None) -> AlertWatch:
-        """Start watching one scenario (fault None: a no-fault baseline)."""
-        return AlertWatch(self, fault)
+    def watch(self, fault: str | None, expect: AlertExpectation | None = None, start: float | None = None) -> AlertWatch:
+        """Start watching one scenario (fault None: a no-fault baseline).
+
+        `expect` stands in for the environment's expectation of `fault` (a game-day plan's own); `start`
+        is when the scenario began (default: now)."""
+        return AlertWatch(self, fault, expect, start)
 
 
 class AlertWatch:
     """One scenario's alerts: mark when the fault took effect and when the system recovered, `settle()`,
     then `verdict()`."""
 
-    def __init__(self, monitor: AlertMonitor, fault: str | None) -> None:
+    def __init__(self, monitor: AlertMonitor, fault: str | None, expect: AlertExpectation | None = None,
+                 start: float | None = None) -> None:
         self.m, self.fault = monitor, fault
-        self.expect = monitor.config.expectation(fault) if monitor.config else None
-        self.start = monitor.clock()
+        self.expect = expect if expect is not None else monitor.config.expectation(fault) if monitor.config else None
+        self.start = monitor.clock() if start is None else start
         self.effect_at = self.recovered_at = self.start
         self.until: float | None = None
 

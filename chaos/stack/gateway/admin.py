@@ -13,8 +13,9 @@ Metrics: chaos_gateway_pool_state{pool} = 0 closed, 1 half-open, 2 open (degrade
 3 forced open (rolled back); chaos_gateway_transitions_total{pool,from,to};
 chaos_gateway_window_error_rate{pool}; chaos_gateway_window_p99_seconds{pool};
 chaos_gateway_window_calls{pool}; chaos_gateway_canary_share; chaos_gateway_requests_total
-{pool,replica,outcome}; chaos_gateway_oom_total{pool,replica}; chaos_gateway_rejected_total{reason};
-chaos_gateway_rss_growth_per_hour{pool,replica}.
+{pool,replica,outcome}; chaos_gateway_prompt_class_requests_total{pool,prompt_class,outcome} (the
+prompt-length class, by body size: PROMPT_CLASSES); chaos_gateway_oom_total{pool,replica};
+chaos_gateway_rejected_total{reason}; chaos_gateway_rss_growth_per_hour{pool,replica}.
 """
 from __future__ import annotations
 
@@ -33,6 +34,17 @@ from chaos.stack.gateway.policy import POOLS, GatewayPolicy
 from chaos.stack.gateway.release import Release, ReleaseError
 
 STATE_METRIC = "chaos_gateway_pool_state"
+# The seed's prompt-length classes (512 / 8k / 32k tokens), told apart by the request body's size: the
+# gateway has no tokenizer, and about 4 bytes a token (English text; the load's generated prompts are
+# exactly that) puts each boundary at the geometric middle between two classes (2k and 16k tokens), so
+# an estimate off by a factor of 2 still lands in the right class. vLLM cannot give this split: it counts
+# finish reasons and prompt lengths in separate series, and a request it refused or lost counts in neither.
+PROMPT_CLASSES = (("short", 8 * 1024), ("long", 64 * 1024), ("xl", None))  # (class, body bytes below)
+
+
+def prompt_class(body_bytes: int) -> str:
+    """The prompt-length class of a request body of `body_bytes` bytes (PROMPT_CLASSES)."""
+    return next(name for name, below in PROMPT_CLASSES if below is None or body_bytes < below)
 
 
 class _PolicyCollector:
@@ -73,6 +85,10 @@ class GatewayMetrics:
                                     ["pool", "from", "to"], registry=self.registry)
         self._requests = Counter("chaos_gateway_requests", "proxied inference requests",
                                  ["pool", "replica", "outcome"], registry=self.registry)
+        self._classes = Counter("chaos_gateway_prompt_class_requests", "proxied inference requests by prompt-length "
+                                "class (short < 2k, long < 16k, xl >= 16k tokens, estimated from the body's size)",
+                                ["pool", "prompt_class", "outcome"], registry=self.registry)
+        self._class_children: dict[tuple[str, str, bool], Any] = {}
         self._ooms = Counter("chaos_gateway_oom", "answers carrying a CUDA out-of-memory error (also counted as errors)",
                              ["pool", "replica"], registry=self.registry)
         self._rejected = Counter("chaos_gateway_rejected", "requests refused before routing", ["reason"],
@@ -85,12 +101,19 @@ class GatewayMetrics:
     def transition(self, tr: Transition) -> None:
         self._transitions.labels(tr.name, tr.src.value, tr.dst.value).inc()
 
-    def request(self, pool: str, replica: str, ok: bool, latency_s: float, oom: bool = False) -> None:
+    def request(self, pool: str, replica: str, ok: bool, latency_s: float, oom: bool = False,
+                prompt_bytes: int | None = None) -> None:
         key = (pool, replica, ok)
         child = self._request_children.get(key)
         if child is None:  # labels() parses and locks on every call: look each series up once
             child = self._request_children[key] = self._requests.labels(pool, replica, "ok" if ok else "error")
         child.inc()
+        if prompt_bytes is not None:
+            ckey = (pool, prompt_class(prompt_bytes), ok)
+            cchild = self._class_children.get(ckey)
+            if cchild is None:
+                cchild = self._class_children[ckey] = self._classes.labels(ckey[0], ckey[1], "ok" if ok else "error")
+            cchild.inc()
         if oom:
             self._ooms.labels(pool, replica).inc()
 

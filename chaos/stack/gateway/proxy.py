@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("chaos.gateway")
 
+PROMPT_BYTES = web.RequestKey("chaos.prompt_bytes", int)  # the body's size, kept on the request for the metrics
 INFERENCE_PATHS = frozenset({"/v1/completions", "/v1/chat/completions"})
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                         "transfer-encoding", "upgrade", "content-length", "host"})
@@ -96,6 +97,8 @@ class Proxy:
                     self.metrics.rejected(str(e))
                 return self._plain(401, error_json(401, f"gateway: {e}", "Unauthorized"), rid, "gateway/hmac")
         inference = request.method == "POST" and request.path in INFERENCE_PATHS
+        if inference:
+            request[PROMPT_BYTES] = len(body)  # the prompt-length class of its outcome (GatewayMetrics)
         if inference and self.normalize:
             body = normalize_body(body)
         if inference:
@@ -155,11 +158,12 @@ class Proxy:
         return web.Response(status=status, body=body, content_type="application/json",
                             headers={"Cache-Control": "no-store", "x-served-by": served_by, "x-request-id": rid})
 
-    def _account(self, pool: str, replica: Replica, ok: bool, t0: float, permit: str | None, oom: bool = False) -> None:
+    def _account(self, request: web.Request, pool: str, replica: Replica, ok: bool, t0: float, permit: str | None,
+                 oom: bool = False) -> None:
         latency = time.monotonic() - t0
         self.policy.record(pool, ok, latency, permit, oom=oom)
         if self.metrics:
-            self.metrics.request(pool, replica.name, ok, latency, oom)
+            self.metrics.request(pool, replica.name, ok, latency, oom, prompt_bytes=request.get(PROMPT_BYTES))
 
     async def _forward(self, request: web.Request, body: bytes, rid: str, pool: str,
                        permit: str | None, answer: bytearray | None = None) -> web.StreamResponse:
@@ -173,19 +177,19 @@ class Proxy:
                                                 data=body, headers=headers) as up:
                     return await self._relay(request, up, rid, pool, replica, t0, permit, answer)
             except RETRYABLE as e:
-                self._account(pool, replica, False, t0, permit)
+                self._account(request, pool, replica, False, t0, permit)
                 log.warning("upstream %s/%s unreachable: %s", pool, replica.name, type(e).__name__)
                 tried, replica = replica, (self._pick(pool, exclude=replica) if tried is None else None)
                 last = e
             except SENT_THEN_LOST as e:
-                self._account(pool, replica, False, t0, permit)
+                self._account(request, pool, replica, False, t0, permit)
                 log.warning("upstream %s/%s lost the connection after the request: %s", pool, replica.name,
                             type(e).__name__)
                 return self._plain(502, error_json(502, f"gateway: upstream {pool}/{replica.name} closed the "
                                                         f"connection ({type(e).__name__})", "BadGateway"),
                                    rid, f"{pool}/{replica.name}")
             except TimeoutError:
-                self._account(pool, replica, False, t0, permit)
+                self._account(request, pool, replica, False, t0, permit)
                 return self._plain(504, error_json(504, "gateway: upstream timed out", "GatewayTimeout"),
                                    rid, f"{pool}/{replica.name}")
         name = tried.name if tried else "none"
@@ -208,10 +212,10 @@ class Proxy:
             try:
                 data = await up.read()
             except (TimeoutError, aiohttp.ClientError) as e:
-                self._account(pool, replica, False, t0, permit)
+                self._account(request, pool, replica, False, t0, permit)
                 return self._plain(502, error_json(502, f"gateway: upstream cut the response ({type(e).__name__})",
                                                    "BadGateway"), rid, f"{pool}/{replica.name}")
-            self._account(pool, replica, not failed_status, t0, permit, oom=failed_status and is_oom(data))
+            self._account(request, pool, replica, not failed_status, t0, permit, oom=failed_status and is_oom(data))
             if answer is not None:
                 answer += data[:TEXT_LIMIT]
             return web.Response(status=up.status, body=data, headers=headers)
@@ -233,7 +237,7 @@ class Proxy:
                 except ConnectionResetError:
                     return resp  # the client went away: not the upstream's failure
         except (TimeoutError, aiohttp.ClientError) as e:
-            self._account(pool, replica, False, t0, permit)
+            self._account(request, pool, replica, False, t0, permit)
             log.warning("upstream %s/%s cut the stream: %s", pool, replica.name, type(e).__name__)
             if request.transport is not None:
                 request.transport.close()  # the client must see a cut, not a clean end
@@ -241,7 +245,7 @@ class Proxy:
         bad = check.failure() if up.status == 200 else None
         if bad:
             log.warning("upstream %s/%s stream failed: %s", pool, replica.name, bad)
-        self._account(pool, replica, not (failed_status or bad), t0, permit,
+        self._account(request, pool, replica, not (failed_status or bad), t0, permit,
                       oom=check.error_chunk and is_oom(check.oom_text))
         await resp.write_eof(last)
         return resp

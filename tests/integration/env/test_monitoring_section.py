@@ -79,7 +79,7 @@ def test_env_check_probe_says_whether_each_rule_file_loads(tmp_path: Path) -> No
                                      "  rule_files: [good.yml, bad.yml]\n")
     r = chaos("env", "check", "--probe", "--timeout", "0.5", "--env", str(tmp_path / "e.yaml"))
     lines = r.stdout.splitlines()
-    assert any(line.startswith("ok    rule file:") and "good.yml" in line and "8 rules" in line for line in lines), r.stdout
+    assert any(line.startswith("ok    rule file:") and "good.yml" in line and "9 rules" in line for line in lines), r.stdout
     assert any(line.startswith("FAIL  rule file:") and "bad.yml" in line and "promtool check rules failed" in line
                for line in lines), r.stdout
     assert any(line.startswith("FAIL  prometheus: http://127.0.0.1:9") for line in lines), r.stdout
