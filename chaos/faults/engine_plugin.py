@@ -82,8 +82,12 @@ class EngineFault(_TargetFault):
 
     destructive = True
 
-    def __init__(self, target: Target, kind: str, *, fault_id: str | None = None, **spec: Any) -> None:
+    def __init__(self, target: Target, kind: str, *, fault_id: str | None = None, fired_within_s: float = 0.0,
+                 **spec: Any) -> None:
         super().__init__(target, **{k: spec.pop(k) for k in ("seed", "policy") if k in spec})
+        # > 0: inject returns once the fault has acted somewhere (its `fired` file), and its proof requires
+        # that; for a fault the load reaches at once (a hang, a step error), not one a request must trigger
+        self.fired_within_s = fired_within_s
         if kind not in KINDS:
             raise ConfigError(f"engine fault kind {kind!r}: expected one of {', '.join(KINDS)}")
         self.kind = f"engine-{kind}"
@@ -125,12 +129,20 @@ class EngineFault(_TargetFault):
             raise FaultError(f"target {self.target.name}: arming {self.fault_id} exited {rc}: {out.strip()[:200]}",
                              fault=self.kind)
         self.policy.sleep(SETTLE_S)
+        t0 = time.monotonic()
+        while self.fired_within_s > 0 and not self.fired_pids() and time.monotonic() - t0 < self.fired_within_s:
+            self.policy.sleep(0.1)
 
     def _check(self) -> None:
         names = self._listing()
         if f"{self.fault_id}.json" not in names:
             raise self._not(f"{self.fault_id}.json is not in {self.directory}")
         self.evidence["armed"] = f"{self.directory}/{self.fault_id}.json"
+        if self.fired_within_s > 0:
+            fired = self.fired_pids()
+            if not fired:
+                raise self._not(f"{self.fault_id} armed but it acted nowhere within {self.fired_within_s:g} s")
+            self.evidence["fired_pids"] = fired
 
     def fired_pids(self) -> list[int]:
         """The pids (as the replica sees them) in which this fault has acted so far."""

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from chaos.errors import FaultNotEffective
-from chaos.faults.engine_plugin import engine_step_death
+from chaos.faults.engine_plugin import engine_fault, engine_step_death
 from chaos.targets.process import ProcessTarget
 from chaos_engine_plugin import control as C
 from chaos_engine_plugin import hooks
@@ -29,6 +29,9 @@ STEPPER = textwrap.dedent("""
             if sys.argv[2] == "steps":
                 ctl.fired(fid)
                 sys.exit(0)
+        for fid, spec in ctl.faults("allreduce-hang"):
+            if sys.argv[2] == "steps":
+                ctl.fired(fid)  # and 'hangs': the process lives on, as a rank stuck in the collective does
         time.sleep(0.02)
 """)
 
@@ -68,6 +71,23 @@ def test_an_engine_that_never_steps_is_not_an_engine_death(tmp_path, policy):
             f.inject()
         assert t.is_running()
         assert policy.get_ledger().outstanding() == []  # a fault that failed its proof is reverted
+    finally:
+        t.remove()
+
+
+@pytest.mark.parametrize("mode", ["steps", "idle"])
+def test_a_hang_is_proven_where_it_acted_or_not_at_all(tmp_path, policy, mode):
+    t = _engine(tmp_path, mode)
+    try:
+        f = engine_fault(t, "allreduce-hang", rank=1, fired_within_s=2 if mode == "idle" else 10).using(policy)
+        if mode == "idle":
+            with pytest.raises(FaultNotEffective, match="acted nowhere within 2 s"):
+                f.inject()
+        else:
+            f.inject()
+            assert f.evidence["fired_pids"] == [t.pid()]
+            f.revert()
+        assert policy.get_ledger().outstanding() == []
     finally:
         t.remove()
 
