@@ -17,7 +17,7 @@ from chaos.env.model import RecoveryFault, Target
 from chaos.errors import ConfigError
 
 FAULTS: tuple[str, ...] = get_args(RecoveryFault)
-TP_ONLY = ("nccl-rank-freeze", "nccl-rank-link-cut")
+TP_ONLY = ("nccl-rank-freeze", "nccl-rank-link-cut", "nccl-timeout-allreduce-hang")
 
 
 def tp_of(t: Target) -> int:
@@ -48,9 +48,21 @@ def no_rank_link(env: Environment, t: Target) -> str | None:
     return None if t.rank_proxies and env.toxiproxy is not None else f"target {t.name} has no rank link through Toxiproxy"
 
 
+def no_engine_plugin(t: Target) -> str | None:
+    """Why the engine plugin's all-reduce hang cannot reach target t (None when it can)."""
+    if (why := no_second_rank(t)) is not None:
+        return why
+    if t.backend != "vllm" or not (t.vllm and t.vllm.engine_faults):
+        return (f"target {t.name}: the all-reduce hang is the engine plugin's fault inside real vLLM "
+                "(vllm.engine_faults: true; docs/engine-plugin.md); the rank freeze plays it elsewhere")
+    return None
+
+
 def _fit(env: Environment, fault: str | None) -> Callable[[Target], str | None]:
     if fault == "nccl-rank-freeze":
         return no_second_rank
+    if fault == "nccl-timeout-allreduce-hang":
+        return no_engine_plugin
     if fault == "nccl-rank-link-cut":
         return lambda t: no_rank_link(env, t)
     return lambda t: None

@@ -103,21 +103,27 @@ def engine_death_unreachable(t: Target) -> str:
     return ""
 
 
+def engine_plugin_on(t: Target) -> bool:
+    """Whether target t is real vLLM with llm-chaos's engine plugin enabled (vllm.engine_faults)."""
+    return t.backend == "vllm" and bool(t.vllm and t.vllm.engine_faults)
+
+
 def no_simulator_replica(env: Environment) -> str | None:
-    if any(sim_admin_reachable(t) for t in env.targets):
+    if any(sim_admin_reachable(t) or engine_plugin_on(t) for t in env.targets):
         return None
     return _remote_simulators(env, env.targets) or \
-        ("the tokenizer crash on emoji (the seed's incident) is a defect planted in the simulator; real vLLM's "
-         "tokenizer serves the corpus (test_special_characters_never_take_a_replica_down judges that)")
+        ("the tokenizer crash on emoji (the seed's incident) is a defect planted in the simulator, or in real "
+         "vLLM's tokenizer by the engine plugin (vllm.engine_faults: true); no replica here has either "
+         "(test_special_characters_never_take_a_replica_down judges the corpus)")
 
 
 def no_simulator_canary(env: Environment) -> str | None:
     canaries = [t for t in env.targets if t.pool == "canary"]
-    if canaries and all(sim_admin_reachable(t) for t in canaries):
+    if canaries and all(sim_admin_reachable(t) or engine_plugin_on(t) for t in canaries):
         return None
     return _remote_simulators(env, canaries) or \
-        ("leak-trend: a memory leak is a defect inside the engine; only the simulator can plant one "
-         "(a real vLLM's RSS does not grow per request)")
+        ("leak-trend: a memory leak is a defect inside the engine; the simulator plants one, and so does the "
+         "engine plugin in real vLLM (vllm.engine_faults: true), which the canary lacks")
 
 
 def standby_bases(env: Environment) -> list[Target]:
@@ -164,6 +170,8 @@ ENTRIES = (  # destructive: as the suites mark their tests (refused on a protect
     Entry("recovery", "engine death (exit 0)", True, fault="engine-death-exit0"),
     Entry("recovery", "NCCL rank freeze", True, fault="nccl-rank-freeze"),
     Entry("recovery", "NCCL rank-link cut", True, fault="nccl-rank-link-cut"),
+    Entry("recovery", "NCCL timeout: all-reduce hung on one rank (engine plugin)", True,
+          fault="nccl-timeout-allreduce-hang"),
     Entry("recovery", "no-fault baselines", False, fault="baseline"),
     Entry("recovery", "cold start of a standby replica", False, (no_local_standby,)),
     Entry("recovery", "restart policy on-failure (negative control)", True, (no_local_standby,)),

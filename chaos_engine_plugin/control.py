@@ -28,9 +28,12 @@ KINDS: dict[str, dict[str, tuple[type, Any]]] = {
     "slow-step": {"rank": (int, None), "delay_s": (float, 0.5), "fraction": (float, 1.0)},
     "corrupt": {"fraction": (float, 0.02)},
     "tokenizer-crash": {"threshold": (int, 15)},
-    "leak": {"bytes_per_request": (int, 4 << 20)},
+    # process: "engine" (EngineCore.add_request) or "api" (the API server's AsyncLLM.add_request: the
+    # RSS vLLM's own /metrics reports as process_resident_memory_bytes, the one a gateway can read)
+    "leak": {"bytes_per_request": (int, 4 << 20), "process": (str, "engine")},
     "kv-alloc-fail": {"fraction": (float, 1.0)},
 }
+LEAK_PROCESSES = ("engine", "api")
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -59,6 +62,8 @@ def validate(fault_id: str, spec: dict[str, Any]) -> dict[str, Any]:
         out[key] = float(value) if want is float and isinstance(value, int) else value
     for key, (_, default) in params.items():
         out.setdefault(key, default)
+    if kind == "leak" and out["process"] not in LEAK_PROCESSES:
+        raise SpecError(f"fault {fault_id}: process must be one of {', '.join(LEAK_PROCESSES)}, got {out['process']!r}")
     if "fraction" in out and not 0.0 <= out["fraction"] <= 1.0:
         raise SpecError(f"fault {fault_id}: fraction must be within 0..1, got {out['fraction']}")
     return out

@@ -8,7 +8,8 @@ Where each fault acts (the real code path of what it plays):
 - corrupt: Scheduler.update_from_output, in EngineCore: the tokens sent to the API server for a chosen
   fraction of requests are changed; the engine's own sequence (and KV cache) keeps the true ones;
 - tokenizer-crash: transformers' PreTrainedTokenizerBase.__call__/encode, in the API server;
-- leak: EngineCore.add_request keeps `bytes_per_request` of touched memory per request;
+- leak: EngineCore.add_request (process "engine") or, in the API server, AsyncLLM.add_request
+  (process "api") keeps `bytes_per_request` of touched memory per request;
 - kv-alloc-fail: KVCacheManager.allocate_slots answers None (no free blocks) for a fraction of calls.
 """
 from __future__ import annotations
@@ -144,18 +145,43 @@ def _hook_scheduler(ctl: Control) -> None:
     _wrap(Scheduler, "update_from_output", make)
 
 
+def _leak(ctl: Control, process: str) -> None:
+    for fid, spec in ctl.faults("leak"):
+        if spec["process"] == process:
+            _fired(ctl, fid, "leak", f"{spec['bytes_per_request']} bytes per request in the {process} process")
+            _leaked.append(bytearray(b"\x01") * spec["bytes_per_request"])  # touched: resident, not just mapped
+
+
 def _hook_engine(ctl: Control) -> None:
     EngineCore = _mod("vllm.v1.engine.core").EngineCore
 
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
         def add_request(self: Any, *args: Any, **kw: Any) -> Any:
-            for fid, spec in ctl.faults("leak"):
-                _fired(ctl, fid, "leak", f"{spec['bytes_per_request']} bytes per request")
-                _leaked.append(bytearray(b"\x01") * spec["bytes_per_request"])  # touched: resident, not just mapped
+            _leak(ctl, "engine")
             return original(self, *args, **kw)
         return add_request
 
     _wrap(EngineCore, "add_request", make)
+
+
+def _hook_api(ctl: Control) -> None:
+    import multiprocessing
+    import sys
+
+    name = "vllm.v1.engine.async_llm"
+    # the API server is vLLM's main process (or has the module already); the engine's and the ranks'
+    # processes are its multiprocessing children, which need not import the API server's engine client
+    if multiprocessing.parent_process() is not None and name not in sys.modules:
+        return
+    AsyncLLM = _mod(name).AsyncLLM
+
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        async def add_request(self: Any, *args: Any, **kw: Any) -> Any:
+            _leak(ctl, "api")
+            return await original(self, *args, **kw)
+        return add_request
+
+    _wrap(AsyncLLM, "add_request", make)
 
 
 def _hook_kv(ctl: Control) -> None:
@@ -193,4 +219,5 @@ def _hook_tokenizer(ctl: Control) -> None:
 
 _HOOKS: list[tuple[str, Callable[[Control], None]]] = [
     ("execute_model", _hook_runner), ("all_reduce", _hook_allreduce), ("scheduler", _hook_scheduler),
-    ("add_request", _hook_engine), ("allocate_slots", _hook_kv), ("tokenizer", _hook_tokenizer)]
+    ("add_request", _hook_engine), ("api_add_request", _hook_api), ("allocate_slots", _hook_kv),
+    ("tokenizer", _hook_tokenizer)]

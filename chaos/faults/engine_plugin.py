@@ -9,9 +9,10 @@ fired`, beside vLLM's own lines) and in `<id>.fired.<pid>` files, which `fired_p
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from chaos.errors import ConfigError, FaultError
+from chaos.errors import ConfigError, FaultError, TargetError
 from chaos.faults.container import _TargetFault
 from chaos.targets.base import Target
 from chaos_engine_plugin.control import (
@@ -81,8 +82,12 @@ class EngineFault(_TargetFault):
 
     destructive = True
 
-    def __init__(self, target: Target, kind: str, *, fault_id: str | None = None, **spec: Any) -> None:
+    def __init__(self, target: Target, kind: str, *, fault_id: str | None = None, fired_within_s: float = 0.0,
+                 **spec: Any) -> None:
         super().__init__(target, **{k: spec.pop(k) for k in ("seed", "policy") if k in spec})
+        # > 0: inject returns once the fault has acted somewhere (its `fired` file), and its proof requires
+        # that; for a fault the load reaches at once (a hang, a step error), not one a request must trigger
+        self.fired_within_s = fired_within_s
         if kind not in KINDS:
             raise ConfigError(f"engine fault kind {kind!r}: expected one of {', '.join(KINDS)}")
         self.kind = f"engine-{kind}"
@@ -124,12 +129,20 @@ class EngineFault(_TargetFault):
             raise FaultError(f"target {self.target.name}: arming {self.fault_id} exited {rc}: {out.strip()[:200]}",
                              fault=self.kind)
         self.policy.sleep(SETTLE_S)
+        t0 = time.monotonic()
+        while self.fired_within_s > 0 and not self.fired_pids() and time.monotonic() - t0 < self.fired_within_s:
+            self.policy.sleep(0.1)
 
     def _check(self) -> None:
         names = self._listing()
         if f"{self.fault_id}.json" not in names:
             raise self._not(f"{self.fault_id}.json is not in {self.directory}")
         self.evidence["armed"] = f"{self.directory}/{self.fault_id}.json"
+        if self.fired_within_s > 0:
+            fired = self.fired_pids()
+            if not fired:
+                raise self._not(f"{self.fault_id} armed but it acted nowhere within {self.fired_within_s:g} s")
+            self.evidence["fired_pids"] = fired
 
     def fired_pids(self) -> list[int]:
         """The pids (as the replica sees them) in which this fault has acted so far."""
@@ -146,10 +159,58 @@ class EngineFault(_TargetFault):
         self.evidence["fired_pids"] = self.fired_pids()
 
 
+class EngineStepDeath(EngineFault):
+    """Engine death through the plugin's step exception (a CUDA error in one rank's model runner): proven
+    by the plugin firing and the replica's `VLLM::EngineCore` process dying of it (its API server exits 0)."""
+
+    def __init__(self, target: Target, *, rank: int | None = None, death_wait_s: float = 60.0, **kw: Any) -> None:
+        super().__init__(target, "step-error", rank=rank, **kw)
+        self.death_wait_s = death_wait_s  # the fault acts on the next model step: a request must reach the engine
+        self._engine: int | None = None
+        self._engine_start: Any = None
+
+    def _preflight(self) -> None:
+        super()._preflight()
+        try:
+            self._engine = self.target.engine_pid(None)
+        except TargetError as e:
+            raise FaultError(f"target {self.target.name}: {e}", fault=self.kind) from None
+        if self._engine is None:
+            raise FaultError(f"target {self.target.name} has no VLLM::EngineCore process", fault=self.kind)
+        self._engine_start = self.target.proc_start(self._engine)
+
+    def _engine_dead(self) -> bool:
+        assert self._engine is not None
+        return self.target.proc_state(self._engine) in (None, "Z", "X") \
+            or self.target.proc_start(self._engine) != self._engine_start
+
+    def _apply(self) -> None:
+        super()._apply()
+        t0 = time.monotonic()  # bounded: a replica nobody sends to never steps, and _check says so
+        while not (self.fired_pids() and self._engine_dead()) and time.monotonic() - t0 < self.death_wait_s:
+            self.policy.sleep(0.1)
+        self.times["armed_to_engine_death_s"] = round(time.monotonic() - t0, 3)
+
+    def _check(self) -> None:
+        super()._check()
+        fired = self.fired_pids()
+        if not fired:
+            raise self._not(f"{self.fault_id} armed but no model step raised within {self.death_wait_s:g} s "
+                            "(no request reached the engine?)")
+        if not self._engine_dead():
+            raise self._not(f"the step exception fired in pid(s) {fired} but engine pid {self._engine} is still alive")
+        self.evidence.update(fired_pids=fired, killed_engine_pid=self._engine)
+
+
+def engine_step_death(target: Target, *, rank: int | None = None, **kw: Any) -> EngineStepDeath:
+    """Engine death inside real vLLM: the plugin's step exception on `rank` (None: every rank)."""
+    return EngineStepDeath(target, rank=rank, **kw)
+
+
 def engine_fault(target: Target, kind: str, **spec: Any) -> EngineFault:
     """A fault inside the replica's real vLLM through the engine plugin: step-error, allreduce-hang, slow-step,
     corrupt, tokenizer-crash, leak or kv-alloc-fail (parameters: chaos_engine_plugin.control.KINDS)."""
     return EngineFault(target, kind, **spec)
 
 
-__all__ = ["EngineFault", "control_dir", "engine_fault", "replay", "undo_step"]
+__all__ = ["EngineFault", "EngineStepDeath", "control_dir", "engine_fault", "engine_step_death", "replay", "undo_step"]

@@ -1,9 +1,10 @@
 """Breaker: the gateway's two-tier circuit breaker, judged black-box from the traffic itself.
 
 Faults go into the canary replicas: HTTP faults through the fault proxy in front of each canary
-(any backend), the memory leak inside the simulator's engine; the load runs through the gateway,
-any gateway: the reference one, or nginx or HAProxy (environments/local-nginx.yaml, ...). Which
-replica served each attempt comes from the fault proxies' logs, so nothing is asked of the gateway.
+(any backend), the memory leak inside the simulator's engine or real vLLM's API server (the engine
+plugin); the load runs through the gateway, any gateway: the reference one, or nginx or HAProxy
+(environments/local-nginx.yaml, ...). Which replica served each attempt comes from the fault
+proxies' logs, so nothing is asked of the gateway.
 The faults are sized from the environment's own `breaker:` policy (chaos.verify.breaker_sizes):
 errors below degrade, between degrade and rollback, and above rollback; stalls below and above
 degrade_latency_s; an OOM burst of exactly oom_burst_count answers, then none; a leak trend. Each
@@ -66,9 +67,8 @@ FAULTS: dict[str, Callable[[StackHandle, list[str], BreakerSize], list[Fault]]] 
                                      for n in names],
     # one replica answers exactly N OOMs, then none: the gateway counts them per pool, at any canary rate
     "oom-burst": lambda st, names, s: [oom_error(st.fault_proxy(names[0]), limit=int(s.size))],
-    # a leak happens inside the engine: only the simulator can grow its own memory
-    "leak": lambda st, names, s: [faults.sim_fault(st.direct_url(n), st.admin_token(), "leak",
-                                                   bytes_per_request=LEAK_BYTES) for n in names],
+    # a leak happens inside the server: the simulator's planted one, or the engine plugin's in real vLLM
+    "leak": lambda st, names, s: st.leak_faults(names, LEAK_BYTES),
 }
 
 

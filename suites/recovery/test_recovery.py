@@ -1,5 +1,7 @@
 """Recovery: the replica comes back within its SLAs after a GPU driver reset, a crash, an engine
-death that exits 0, an NCCL timeout (rank frozen or its link cut), and a cold start; no request lost.
+death that exits 0, an NCCL timeout (rank frozen, its link cut, or hung in the all-reduce), and a cold
+start; no request lost. On real vLLM with the engine plugin (vllm.engine_faults) the engine death is a
+step exception inside the model runner and the all-reduce hang acts inside the engine.
 
 Matrix: targets x faults x load profiles, each with a no-fault baseline under the same load. The
 targets are the ones the environment marks for each fault (a stable target, or `hurt:`), or those
@@ -56,9 +58,15 @@ def make_fault(kind: str, stack: StackHandle, name: str) -> Fault:
     if kind == "crash-sigkill":
         return faults.kill(t, signal.SIGKILL)
     if kind == "engine-death-exit0":
-        return stack.engine_death(name)  # simulator: its admin fault; real vLLM: SIGKILL of VLLM::EngineCore
+        # simulator: its admin fault; real vLLM: the engine plugin's step exception (a CUDA error) where the
+        # target enables it, else SIGKILL of VLLM::EngineCore
+        return stack.engine_death(name)
     if kind == "nccl-rank-freeze":  # the target was chosen with TP > 1 (chaos/hurt.py)
         return faults.rank_freeze(t, rank=1)
+    if kind == "nccl-timeout-allreduce-hang":  # real vLLM with the engine plugin, TP > 1 (chaos/hurt.py)
+        fault = stack.engine_plugin_fault(name, "allreduce-hang")
+        assert fault is not None, "chaos/hurt.py picks an all-reduce hang only where the engine plugin is on"
+        return fault
     if kind == "nccl-rank-link-cut":  # ... and a rank link through Toxiproxy
         assert stack.toxiproxy is not None, "chaos/hurt.py picks a link cut only where Toxiproxy carries the rank link"
         return faults.rank_link_cut(stack.toxiproxy, cfg.rank_proxies[0])
@@ -158,10 +166,11 @@ def run_recovery(stack: StackHandle, scenario: Callable[..., Scenario], summary:
 
 # the matrix: every fault under steady load; the restart and crash faults under Poisson arrivals too
 MATRIX = [(k, "steady-users") for k in ("gpu-driver-reset", "crash-sigkill", "engine-death-exit0",
-                                        "nccl-rank-freeze", "nccl-rank-link-cut")]
+                                        "nccl-rank-freeze", "nccl-rank-link-cut", "nccl-timeout-allreduce-hang")]
 MATRIX += [(k, "poisson") for k in ("gpu-driver-reset", "crash-sigkill")]
 # the release-checklist item each fault proves (chaos.report.checklist)
-PROVES = {"gpu-driver-reset": "gpu-driver-reset", "nccl-rank-freeze": "nccl-timeout", "nccl-rank-link-cut": "nccl-timeout"}
+PROVES = {"gpu-driver-reset": "gpu-driver-reset", "nccl-rank-freeze": "nccl-timeout", "nccl-rank-link-cut": "nccl-timeout",
+          "nccl-timeout-allreduce-hang": "nccl-timeout"}
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

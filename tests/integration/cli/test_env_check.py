@@ -26,17 +26,33 @@ def _row(rows, suite: str, starts: str):
 
 
 def test_plan_names_the_real_limits_of_local_vllm() -> None:
-    rows = _rows(load("local-vllm", environ={}))
+    env = load("local-vllm", environ={})
+    rows = _rows(env)
     assert _row(rows, "recovery", "NCCL rank-link cut").verdict == SKIP
     assert "shared memory" in _row(rows, "recovery", "NCCL rank-link cut").reason
-    assert _row(rows, "breaker", "leak trend").verdict == SKIP
-    assert _row(rows, "inputs", "tokenizer crash").verdict == SKIP
     assert _row(rows, "recovery", "NCCL rank freeze").verdict == RUN
+    # the engine plugin (vllm.engine_faults, on for every replica) plays what only the simulator could
+    assert _row(rows, "breaker", "leak trend").verdict == RUN
+    assert _row(rows, "inputs", "tokenizer crash").verdict == RUN
+    hang = _row(rows, "recovery", "NCCL timeout: all-reduce hung")
+    assert hang.verdict == RUN and hang.target == "replica-a", hang  # the TP 2 replica only
+    # without it they skip, saying why
+    for t in env.targets:
+        assert t.vllm is not None
+        t.vllm.engine_faults = False
+    off = _rows(env)
+    assert _row(off, "breaker", "leak trend").verdict == SKIP and "engine plugin" in _row(off, "breaker", "leak").reason
+    assert _row(off, "inputs", "tokenizer crash").verdict == SKIP
+    hang = _row(off, "recovery", "NCCL timeout: all-reduce hung")
+    assert hang.verdict == SKIP and "vllm.engine_faults: true" in hang.reason, hang
     local = _rows(load("local", environ={}))
     # signing is judged only at an API that declares it (breaker.hmac_key_env); local's gateway does not
     signing = _row(local, "routing", "unsigned, tampered")
     assert signing.verdict == SKIP and "sets no breaker.hmac_key_env" in signing.reason, signing
-    skipped = [r for r in local.values() if r.verdict == SKIP and r is not signing]
+    # and the all-reduce hang is the engine plugin's, inside real vLLM (the rank freeze plays it on the simulator)
+    hang = _row(local, "recovery", "NCCL timeout: all-reduce hung")
+    assert hang.verdict == SKIP and "the rank freeze plays it elsewhere" in hang.reason, hang
+    skipped = [r for r in local.values() if r.verdict == SKIP and r not in (signing, hang)]
     assert not skipped, skipped
     # both have their load baselines committed: the regression check is known to run
     assert _row(rows, "load", "7:2:1 mix").verdict == RUN and _row(local, "load", "7:2:1 mix").verdict == RUN

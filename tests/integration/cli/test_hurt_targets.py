@@ -93,8 +93,10 @@ def test_the_suite_s_test_ids_name_the_target_the_plan_names(tmp_path) -> None:
     assert "NCCL rank freeze on gpu-2 (TP 2)" in out.stdout  # the plan printed before the run
     only = _collect(p, "--target", "canary")
     ids = [line for line in only.stdout.splitlines() if "::test_replica" in line]
-    # the link cut has no target here (no rank link through Toxiproxy): one id, without a target, that skips
-    assert ids and all(i.endswith("-canary]") or "rank-link-cut-steady-users]" in i for i in ids), ids
+    # the link cut has no target here (no rank link through Toxiproxy), nor the all-reduce hang (no engine
+    # plugin): one id each, without a target, that skips
+    assert ids and all(i.endswith("-canary]") or "rank-link-cut-steady-users]" in i
+                       or "allreduce-hang-steady-users]" in i for i in ids), ids
     bad = _collect(p, "--target", "gpu-9")
     assert bad.returncode != 0 and "--target gpu-9: environment two has no such target" in bad.stderr + bad.stdout
 

@@ -135,7 +135,8 @@ def test_engine_faults_true_gives_the_replica_its_control_directory(tmp_path):
 
     env = load_environment("local-vllm")
     cfg = env.targets[1]
-    assert C.ENV_VAR not in make_target(cfg, run_id="t", state_dir=tmp_path).env  # type: ignore[attr-defined]
+    off = cfg.model_copy(update={"vllm": cfg.vllm.model_copy(update={"engine_faults": False})})
+    assert C.ENV_VAR not in make_target(off, run_id="t", state_dir=tmp_path).env  # type: ignore[attr-defined]
     on = cfg.model_copy(update={"vllm": cfg.vllm.model_copy(update={"engine_faults": True})})
     t = make_target(on, run_id="t", state_dir=tmp_path)
     assert t.env[C.ENV_VAR] == str(tmp_path.resolve() / "engine-faults" / cfg.name)  # type: ignore[attr-defined]

@@ -103,3 +103,32 @@ def test_equal_thresholds_leave_no_room_between() -> None:
     msg = why_not(p, sizes(p)["errors-degrade"], 10_000)
     assert msg is not None and "no error rate lies between the tiers" in msg
     assert why_not(p, sizes(p)["errors-rollback"], 10_000) is None
+
+
+def _rises(p: BreakerPolicy, rss: float, per_request: float, rate: float) -> bool:
+    """Feed the gateway's own leak rule a replica of `rss` leaking `per_request` at `rate` requests/s."""
+    from chaos.stack.gateway.policy import LeakTrend
+
+    trend, t = LeakTrend(p.leak_window_s, 60.0, p.leak_min_growth), 0.0
+    while t <= p.leak_window_s:
+        trend.add(t, rss + per_request * rate * t)
+        t += p.leak_window_s / 20
+    return trend.leaking(p.leak_rate_per_hour)
+
+
+@pytest.mark.parametrize("growth, rate", [(0.5, 1.0), (0.5, 13.0), (0.02, 1.0), (1.0, 3.0)])
+def test_the_leak_is_sized_to_break_the_leak_rule_and_a_third_of_it_does_not(growth: float, rate: float) -> None:
+    from chaos.verify.breaker_sizes import leak_bytes_per_request
+
+    p = BreakerPolicy(leak_window_s=20, leak_min_growth=growth, leak_rate_per_hour=0.05)
+    rss = 980e6  # vLLM 0.32's API server on the tiny model, measured
+    size = leak_bytes_per_request(p, rss, rate)
+    assert _rises(p, rss, size, rate)
+    assert not _rises(p, rss, size / 3, rate)
+
+
+def test_a_leak_too_big_for_one_request_is_capped() -> None:
+    from chaos.verify.breaker_sizes import leak_bytes_per_request
+
+    p = BreakerPolicy(leak_window_s=20, leak_min_growth=1.0)
+    assert leak_bytes_per_request(p, 980e6, 0.3, cap=64 << 20) == 64 << 20

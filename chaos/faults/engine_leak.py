@@ -1,0 +1,58 @@
+"""The breaker's leak trend on real vLLM: the engine plugin's leak in the API server, sized to the replica.
+
+A gateway that judges a leak reads each replica's `process_resident_memory_bytes`; on vLLM that page is
+the API server's (the EngineCore and the ranks are other processes, which no gateway sees), so the leak
+goes into the API server (`process: api`). Its size per request comes from the replica's RSS and its
+request rate, both read from vLLM's own /metrics, so that the rise breaks the policy's leak rule
+(chaos.verify.breaker_sizes.leak_bytes_per_request) whatever the replica's size and traffic.
+"""
+from __future__ import annotations
+
+import re
+import time
+import urllib.request
+from typing import TYPE_CHECKING
+
+from chaos.errors import FaultError
+from chaos.faults.engine_plugin import EngineFault, engine_fault
+from chaos.targets.base import Target
+from chaos.verify.breaker_sizes import leak_bytes_per_request
+
+if TYPE_CHECKING:
+    from chaos.env.model import BreakerPolicy
+
+LEAK_CAP = 256 << 20  # per request: more than this at once is an allocation failure, not a leak trend
+_RSS = re.compile(r"^process_resident_memory_bytes\s+([0-9.eE+-]+)", re.M)
+_DONE = re.compile(r"^vllm:request_success_total(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M)
+
+
+def read_rss_and_served(url: str) -> tuple[float, float]:
+    """(the API server's RSS in bytes, requests vLLM has completed) from the replica's /metrics."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    rss = _RSS.search(text)
+    if rss is None:
+        raise FaultError(f"{url}/metrics has no process_resident_memory_bytes: no leak can be sized", fault="engine-leak")
+    return float(rss.group(1)), sum(float(m.group(1)) for m in _DONE.finditer(text))
+
+
+def api_leak(target: Target, url: str, policy: BreakerPolicy, *, sample_s: float = 5.0,
+             fault_id: str | None = None) -> EngineFault:
+    """A leak in the replica's API server, sized from its RSS and the requests it completed over `sample_s`."""
+    rss, before = read_rss_and_served(url)
+    time.sleep(sample_s)
+    rss, after = read_rss_and_served(url)
+    rate = max(0.0, after - before) / sample_s
+    size = leak_bytes_per_request(policy, rss, max(rate, 0.2), cap=LEAK_CAP)
+    if size >= LEAK_CAP:
+        raise FaultError(f"not proven: {url} completed {rate:.2f} requests/s; a leak that breaks the leak rule "
+                         f"(leak_min_growth {policy.leak_min_growth:g} of {rss / 1e6:.0f} MB within "
+                         f"{policy.leak_window_s:g} s) would need more than {LEAK_CAP >> 20} MiB per request",
+                         fault="engine-leak")
+    fault = engine_fault(target, "leak", bytes_per_request=size, process="api", fault_id=fault_id)
+    fault.evidence.update(sized_from={"rss_bytes": int(rss), "requests_per_s": round(rate, 3),
+                                      "bytes_per_request": size})
+    return fault
+
+
+__all__ = ["api_leak", "read_rss_and_served"]
