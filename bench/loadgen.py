@@ -42,10 +42,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from chaos.load.config import LoadConfig  # noqa: E402
 from chaos.load.runner import run_load  # noqa: E402
 from chaos.load.stats import percentile  # noqa: E402
 
 CLASSES = {"short": 32, "long": 32, "xl": 32}
+# what run_load gives ours at the default timeout (chaos.load.runner.LoadHandle.start): the plain path gets the same
+STOP_TIMEOUT_S = max(1, int(min(LoadConfig().timeout_s, 5.0)))
 MAX_TOKENS = 16
 # every client sends a unique 32-token prompt (a counter first), so the server does the same work
 # and asks for the usage chunk as ours does (chaos.load.workloads.body), so every client reads the same bytes
@@ -53,7 +56,7 @@ PROMPT_JSON = ('{"model": "sim-model", "prompt": "%d ' + "abc " * 31 + '", "max_
                + ', "stream": true, "stream_options": {"include_usage": true}}')
 PLAIN = '''
 import itertools, json, os, time
-from locust import constant, events
+from locust import LoadTestShape, constant, events
 from chaos.load.users import PlainStreamUser
 TEMPLATE = %r.encode()
 N = itertools.count()
@@ -66,6 +69,15 @@ class Plain(PlainStreamUser):
 
     def body(self):
         return TEMPLATE %% next(N)
+
+class Fixed(LoadTestShape):
+    # ends the run as ours ends (chaos.load.shapes.FixedShape: USERS users until DURATION s after
+    # the start); `-t` timed from before the users spawned and cut a round short on a busy host
+    def tick(self):
+        if self.get_run_time() >= float(os.environ["PLAIN_DURATION"]):
+            return None
+        users = int(os.environ["PLAIN_USERS"])
+        return users, float(users)
 
 _T = []
 @events.test_start.add_listener
@@ -142,10 +154,12 @@ def plain_fasthttp(url: str, users: int, duration: float, tmp: Path) -> tuple[fl
     lf = tmp / "plain_locustfile.py"
     lf.write_text(PLAIN)
     prefix = tmp / "plain"
-    subprocess.run([sys.executable, "-m", "locust", "-f", str(lf), "--headless", "--host", url, "-u", str(users),
-                    "-r", str(users), "-t", f"{int(duration)}s", "--csv", str(prefix), "--only-summary",
+    # the same stop as ours: run_load passes --stop-timeout, so a request in flight at the end completes
+    subprocess.run([sys.executable, "-m", "locust", "-f", str(lf), "--headless", "--host", url,
+                    "--stop-timeout", str(STOP_TIMEOUT_S), "--csv", str(prefix), "--only-summary",
                     "--loglevel", "WARNING", "--exit-code-on-error", "0"], cwd=REPO, timeout=duration + 60,
-                   env=dict(os.environ, PLAIN_META=str(tmp / "plain-meta.json")),
+                   env=dict(os.environ, PLAIN_META=str(tmp / "plain-meta.json"), PLAIN_USERS=str(users),
+                            PLAIN_DURATION=str(duration)),
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(f"{prefix}_stats.csv") as f:
         row = [r for r in csv.DictReader(f) if r["Name"] == "Aggregated"][0]

@@ -25,7 +25,7 @@ from locust.exception import StopUser
 from chaos.load import kstamp
 from chaos.load.records import RequestRecord
 from chaos.load.sse import StreamMeter
-from chaos.load.workloads import Prompt, body
+from chaos.load.workloads import Prompt, body_maker
 
 if TYPE_CHECKING:
     from chaos.load.locustfile import Context
@@ -99,6 +99,8 @@ class LLMUser(FastHttpUser):
         self.path = PATHS[c.cfg.api]
         self.backoff = c.backoff(random.Random(f"{c.cfg.seed}-{id(self)}"))
         self.rng = random.Random(f"{c.cfg.seed}-attrs-{id(self)}")
+        self.make_body = body_maker(api=c.cfg.api, model=c.cfg.model, max_tokens=c.cfg.max_tokens, stream=c.cfg.stream,
+                                    ignore_eos=c.cfg.ignore_eos, temperature=c.cfg.temperature)
         self.base_headers = {"content-type": "application/json", "accept": "text/event-stream"}
         if c.cfg.api_key:
             self.base_headers["authorization"] = f"Bearer {c.cfg.api_key}"
@@ -129,8 +131,7 @@ class LLMUser(FastHttpUser):
         rid = f"{_RID_PREFIX}{next(_RID_N):08x}"
         started = _perf()
         attempt = 1
-        payload = body(prompt, api=self.cfg.api, model=self.cfg.model, max_tokens=self.cfg.max_tokens,
-                       stream=self.cfg.stream, ignore_eos=self.cfg.ignore_eos, temperature=self.cfg.temperature)
+        payload = self.make_body(prompt)
         attrs = self.draw_attributes()
         while True:
             try:
@@ -234,9 +235,7 @@ class LLMUser(FastHttpUser):
         more than the rest of the meter (bench/loadgen.py). Every line of one receive gets that
         receive's time, as the readline loop gave it (the stamp is per receive)."""
         meter = StreamMeter(t0)
-        t_end = None
         wall_minus_perf = rec.t_send - t0  # kernel stamps are wall clock; the meter runs on perf_counter
-        tail = b""
         try:
             while True:
                 data = _received(raw)
@@ -246,18 +245,13 @@ class LLMUser(FastHttpUser):
                 stamp = kstamp.arrival(not_before=rec.t_send)
                 if stamp is not None and stamp - wall_minus_perf < now:
                     now = stamp - wall_minus_perf
-                lines = (tail + data).split(b"\n")
-                tail = lines.pop()  # a line not yet ended: it waits for the next receive
-                for line in lines:
-                    line = line.strip()
-                    if line and meter.feed(line, now):
-                        t_end = now
+                meter.receive(data, now)
             if raw.message_complete is False and not meter.done:
                 raise HTTPConnectionClosed("stream ended before the message was complete")
         except Exception as e:
             rec.error = classify(e, True)
             rec.error_detail = f"{type(e).__name__}: {e}"[:300]
-        meter.fill(rec, t_end if t_end is not None else _perf())
+        meter.fill(rec, meter.done_at if meter.done_at is not None else _perf())
         if rec.error is None:
             problem = meter.problem()
             if problem is not None:
