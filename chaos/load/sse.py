@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 
 from chaos.load.records import RequestRecord
 
@@ -97,8 +96,8 @@ def stream_problem(*, done: bool, finish_reason: str | None, events: int, usage_
 class StreamMeter:
     """Feeds SSE lines with their arrival times (perf_counter seconds) and fills a record."""
 
-    __slots__ = ("t0", "first", "last", "gaps", "events", "done", "done_at", "error", "model", "usage_out",
-                 "usage_prompt", "finish_reason", "bad_json", "order", "_tail")
+    __slots__ = ("t0", "first", "last", "gaps", "events", "done", "error", "model", "usage_out",
+                 "usage_prompt", "finish_reason", "bad_json", "order")
 
     def __init__(self, t0: float) -> None:
         self.t0 = t0
@@ -107,7 +106,6 @@ class StreamMeter:
         self.gaps: list[float] = []
         self.events = 0
         self.done = False
-        self.done_at: float | None = None  # the time of the (last) `data: [DONE]`
         self.error: str | None = None
         self.model: str | None = None
         self.usage_out: int | None = None
@@ -115,70 +113,42 @@ class StreamMeter:
         self.finish_reason: str | None = None
         self.bad_json = 0
         self.order = ChunkOrder()
-        self._tail = b""  # the start of a line the last receive did not end
 
     def feed(self, line: bytes, now: float) -> bool:
-        """Consume one line; returns True once `data: [DONE]` was seen."""
-        return self.feed_lines((line,), now, line)
-
-    def receive(self, data: bytes, now: float) -> None:
-        """The bytes of one receive, every line they end timed `now` (the receive's time); a line
-        not yet ended waits for the next receive."""
-        seen = self._tail + data
-        lines = seen.split(b"\n")
-        self._tail = lines.pop()
-        self.feed_lines(lines, now, seen)
-
-    def feed_lines(self, lines: Iterable[bytes], now: float, seen: bytes) -> bool:
-        """Consume the lines of one receive, all timed `now`; True when one was `data: [DONE]`.
-
-        `seen` holds every byte of `lines` (the receive with the line it completes): when it holds
-        no `"error"` and no `"usage"`, no line does, and the fast path skips those two searches per
-        line. Lines are taken here in one loop: a call per line cost as much as the line's checks."""
-        done = False
-        clean = b'"error"' not in seen and b'"usage"' not in seen
-        null_finish, text_search, order = _NULL_FINISH.search, _TEXT_RE.search, self.order
-        for line in lines:
-            line = line.strip()
-            if not line.startswith(_DATA):
-                continue
-            payload = line[5:].strip()
-            if payload == _DONE:
-                self.done = done = True
-                self.done_at = now
-                continue
-            if not payload:
-                continue
-            if (self.model is not None and (clean or (b'"error"' not in payload and b'"usage"' not in payload))
-                    and null_finish(payload) is not None):
-                # fast path for the common content chunk (hot: once per token): no JSON parse
-                m = text_search(payload)
-                if m is not None:
-                    if m.group(1) == b'"':
-                        order.uncounted += 1  # no usage on it: the server stated no count
-                        if self.first is None:
-                            self.first = now
-                        else:
-                            self.gaps.append(now - self.last)  # type: ignore[operator]
-                        self.last = now
-                        self.events += 1
-                    continue
-            self._parse(payload, now)
-        return done
-
-    def _parse(self, payload: bytes, now: float) -> None:
-        """A chunk the fast path does not take: the first, the last, error and usage chunks."""
+        """Consume one stripped line; returns True once `data: [DONE]` was seen."""
+        if not line.startswith(_DATA):
+            return False
+        payload = line[5:].strip()
+        if payload == _DONE:
+            self.done = True
+            return True
+        if not payload:
+            return False
+        if (self.model is not None and b'"error"' not in payload and b'"usage"' not in payload
+                and _NULL_FINISH.search(payload) is not None):
+            # fast path for the common content chunk (hot: once per token): no JSON parse
+            m = _TEXT_RE.search(payload)
+            if m is not None:
+                if m.group(1) == b'"':
+                    self.order.uncounted += 1  # no usage on it: the server stated no count
+                    if self.first is None:
+                        self.first = now
+                    else:
+                        self.gaps.append(now - self.last)  # type: ignore[operator]
+                    self.last = now
+                    self.events += 1
+                return False
         try:
             chunk = json.loads(payload)
         except ValueError:
             self.bad_json += 1
-            return
+            return False
         if not isinstance(chunk, dict):
-            return
+            return False
         if "error" in chunk:
             err = chunk["error"]
             self.error = json.dumps(err)[:300] if not isinstance(err, str) else err[:300]
-            return
+            return False
         if self.model is None:
             self.model = chunk.get("model")
         usage = chunk.get("usage")
@@ -187,7 +157,7 @@ class StreamMeter:
             self.usage_prompt = usage.get("prompt_tokens")
         choices = chunk.get("choices")
         if not choices:
-            return
+            return False
         choice = choices[0]
         text = choice.get("text")
         if text is None:
@@ -197,6 +167,7 @@ class StreamMeter:
             self.finish_reason = choice["finish_reason"]
         shown = self.order.see(chunk_count(chunk), text if isinstance(text, str) else "")
         self._content(bool(text) and shown, now)
+        return False
 
     def _content(self, nonempty: bool, now: float) -> None:
         if nonempty:

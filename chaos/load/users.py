@@ -235,7 +235,9 @@ class LLMUser(FastHttpUser):
         more than the rest of the meter (bench/loadgen.py). Every line of one receive gets that
         receive's time, as the readline loop gave it (the stamp is per receive)."""
         meter = StreamMeter(t0)
+        t_end = None
         wall_minus_perf = rec.t_send - t0  # kernel stamps are wall clock; the meter runs on perf_counter
+        tail = b""
         try:
             while True:
                 data = _received(raw)
@@ -245,13 +247,18 @@ class LLMUser(FastHttpUser):
                 stamp = kstamp.arrival(not_before=rec.t_send)
                 if stamp is not None and stamp - wall_minus_perf < now:
                     now = stamp - wall_minus_perf
-                meter.receive(data, now)
+                lines = (tail + data).split(b"\n")
+                tail = lines.pop()  # a line not yet ended: it waits for the next receive
+                for line in lines:
+                    line = line.strip()
+                    if line and meter.feed(line, now):
+                        t_end = now
             if raw.message_complete is False and not meter.done:
                 raise HTTPConnectionClosed("stream ended before the message was complete")
         except Exception as e:
             rec.error = classify(e, True)
             rec.error_detail = f"{type(e).__name__}: {e}"[:300]
-        meter.fill(rec, meter.done_at if meter.done_at is not None else _perf())
+        meter.fill(rec, t_end if t_end is not None else _perf())
         if rec.error is None:
             problem = meter.problem()
             if problem is not None:
