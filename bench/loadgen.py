@@ -16,6 +16,8 @@
    what the ratio prices; giving the plain path a parser of its own would hide it. The plain
    FastHttpUser ends as ours does (a load shape for the duration, the runner's --stop-timeout, so a
    request in flight at the end completes in both).
+   --side-by-side runs ours and the plain FastHttpUser at the same time in each round (aiohttp
+   alone after): on a shared host the per-round ratio then moves much less.
    The ratio depends on how busy the host is: a client that is late to its sockets finds several
    events per receive, which the plain reader pays for once and ours once per event, so a loaded
    host lowers it (the host's load average is printed before and after).
@@ -32,7 +34,7 @@
      (its busy share is printed) and a late read can only be bounded, not corrected: TCP merges
      segments that wait unread and keeps the newest stamp.
 Falls back to tests/integration/load/sse_server.py when the simulator is not runnable (says so).
-Run: .venv/bin/python bench/loadgen.py [--duration 4] [--rounds 5]
+Run: .venv/bin/python bench/loadgen.py [--duration 4] [--rounds 5] [--side-by-side]
 """
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -258,11 +261,37 @@ def _row(label: str, errs: list[float], busy: float | None) -> str:
     return f"{label:<44}{len(errs):>7}{percentile(errs, 50):>9.3f}{p99:>11.3f}{max(errs):>10.3f}{b:>8}"
 
 
+def side_by_side(order: list, runs: dict, url: str, args: argparse.Namespace, reverse: bool) -> None:
+    """Ours and the plain FastHttpUser at once (started together, in turn first), then aiohttp alone.
+
+    Both then meet the same host at the same moments, so a busy spell of the shared host falls on
+    both within the round instead of on one round of the two; each is still metered over its own
+    users' run (they start within about a second of each other)."""
+    import threading
+
+    pair = [o for o in order if o[0] != "aio"]
+    got: dict[str, tuple[float, float]] = {}
+
+    def go(key: str, fn: Any, extra: Path) -> None:
+        got[key] = fn(url, args.users, args.duration, extra)
+
+    threads = [threading.Thread(target=go, args=o) for o in (pair[::-1] if reverse else pair)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for key in ("ours", "fast"):
+        runs[key].append(got.get(key, (0.0, 0.0)))
+    runs["aio"].append(plain_aiohttp(url, args.users, args.duration))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=float, default=4.0)
     ap.add_argument("--users", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--side-by-side", action="store_true",
+                    help="run ours and the plain FastHttpUser at the same time in each round (aiohttp alone after)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="loadgen-"))
     log = tmp / "server-requests.jsonl"
@@ -276,6 +305,9 @@ def main() -> None:
             # of the shared host falls on every path alike, and the per-round ratio compares
             # neighbours in time
             order = [("ours", ours, tmp / f"ours{i}"), ("fast", plain_fasthttp, tmp), ("aio", plain_aiohttp, None)]
+            if args.side_by_side:
+                side_by_side(order, runs, srv.url, args, reverse=i % 2 == 1)
+                continue
             for key, fn, extra in (order if i % 2 == 0 else order[::-1]):
                 runs[key].append(fn(srv.url, args.users, args.duration, *([extra] if extra else [])))
         load_after = os.getloadavg()[0]
