@@ -8,6 +8,19 @@
    per-round ratio ours / plain FastHttpUser (neighbours in time) with its median, IQR and min-max.
    The RESULT's per-path figures and ratio are medians. Only completed requests count, for every
    client; all three ask for the same stream (the usage chunk included).
+   Like for like: every client sends the same request (a unique 32-token prompt, 16 tokens back,
+   streamed, the usage chunk asked for) to the same server, with 32 users in one process, and reads
+   every byte of every stream. The plain clients stop there: they neither split the stream into
+   events nor time them. That work (each event timed by its kernel stamp, each line checked, the
+   usage, finish and error chunks parsed, one record written per attempt) is what ours is for and
+   what the ratio prices; giving the plain path a parser of its own would hide it. The plain
+   FastHttpUser ends as ours does (a load shape for the duration, the runner's --stop-timeout, so a
+   request in flight at the end completes in both).
+   --side-by-side runs ours and the plain FastHttpUser at the same time in each round (aiohttp
+   alone after): on a shared host the per-round ratio then moves much less.
+   The ratio depends on how busy the host is: a client that is late to its sockets finds several
+   events per receive, which the plain reader pays for once and ours once per event, so a loaded
+   host lowers it (the host's load average is printed before and after).
 2. TTFT error of our records against the simulator's ground-truth request log at 256 concurrent
    streams: (t_send + ttft) - t_first_token per request, where the log's t_first_token is when the
    server handed the first token's chunk to the kernel and the client times each event by the
@@ -21,7 +34,7 @@
      (its busy share is printed) and a late read can only be bounded, not corrected: TCP merges
      segments that wait unread and keeps the newest stamp.
 Falls back to tests/integration/load/sse_server.py when the simulator is not runnable (says so).
-Run: .venv/bin/python bench/loadgen.py [--duration 4] [--rounds 5]
+Run: .venv/bin/python bench/loadgen.py [--duration 4] [--rounds 5] [--side-by-side]
 """
 from __future__ import annotations
 
@@ -38,14 +51,18 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from chaos.load.config import LoadConfig  # noqa: E402
 from chaos.load.runner import run_load  # noqa: E402
 from chaos.load.stats import percentile  # noqa: E402
 
 CLASSES = {"short": 32, "long": 32, "xl": 32}
+# what run_load gives ours at the default timeout (chaos.load.runner.LoadHandle.start): the plain path gets the same
+STOP_TIMEOUT_S = max(1, int(min(LoadConfig().timeout_s, 5.0)))
 MAX_TOKENS = 16
 # every client sends a unique 32-token prompt (a counter first), so the server does the same work
 # and asks for the usage chunk as ours does (chaos.load.workloads.body), so every client reads the same bytes
@@ -53,7 +70,7 @@ PROMPT_JSON = ('{"model": "sim-model", "prompt": "%d ' + "abc " * 31 + '", "max_
                + ', "stream": true, "stream_options": {"include_usage": true}}')
 PLAIN = '''
 import itertools, json, os, time
-from locust import constant, events
+from locust import LoadTestShape, constant, events
 from chaos.load.users import PlainStreamUser
 TEMPLATE = %r.encode()
 N = itertools.count()
@@ -66,6 +83,15 @@ class Plain(PlainStreamUser):
 
     def body(self):
         return TEMPLATE %% next(N)
+
+class Fixed(LoadTestShape):
+    # ends the run as ours ends (chaos.load.shapes.FixedShape: USERS users until DURATION s after
+    # the start); `-t` timed from before the users spawned and cut a round short on a busy host
+    def tick(self):
+        if self.get_run_time() >= float(os.environ["PLAIN_DURATION"]):
+            return None
+        users = int(os.environ["PLAIN_USERS"])
+        return users, float(users)
 
 _T = []
 @events.test_start.add_listener
@@ -142,10 +168,12 @@ def plain_fasthttp(url: str, users: int, duration: float, tmp: Path) -> tuple[fl
     lf = tmp / "plain_locustfile.py"
     lf.write_text(PLAIN)
     prefix = tmp / "plain"
-    subprocess.run([sys.executable, "-m", "locust", "-f", str(lf), "--headless", "--host", url, "-u", str(users),
-                    "-r", str(users), "-t", f"{int(duration)}s", "--csv", str(prefix), "--only-summary",
+    # the same stop as ours: run_load passes --stop-timeout, so a request in flight at the end completes
+    subprocess.run([sys.executable, "-m", "locust", "-f", str(lf), "--headless", "--host", url,
+                    "--stop-timeout", str(STOP_TIMEOUT_S), "--csv", str(prefix), "--only-summary",
                     "--loglevel", "WARNING", "--exit-code-on-error", "0"], cwd=REPO, timeout=duration + 60,
-                   env=dict(os.environ, PLAIN_META=str(tmp / "plain-meta.json")),
+                   env=dict(os.environ, PLAIN_META=str(tmp / "plain-meta.json"), PLAIN_USERS=str(users),
+                            PLAIN_DURATION=str(duration)),
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(f"{prefix}_stats.csv") as f:
         row = [r for r in csv.DictReader(f) if r["Name"] == "Aggregated"][0]
@@ -233,25 +261,56 @@ def _row(label: str, errs: list[float], busy: float | None) -> str:
     return f"{label:<44}{len(errs):>7}{percentile(errs, 50):>9.3f}{p99:>11.3f}{max(errs):>10.3f}{b:>8}"
 
 
+def side_by_side(order: list, runs: dict, url: str, args: argparse.Namespace, reverse: bool) -> None:
+    """Ours and the plain FastHttpUser at once (started together, in turn first), then aiohttp alone.
+
+    Both then meet the same host at the same moments, so a busy spell of the shared host falls on
+    both within the round instead of on one round of the two; each is still metered over its own
+    users' run (they start within about a second of each other)."""
+    import threading
+
+    pair = [o for o in order if o[0] != "aio"]
+    got: dict[str, tuple[float, float]] = {}
+
+    def go(key: str, fn: Any, extra: Path) -> None:
+        got[key] = fn(url, args.users, args.duration, extra)
+
+    threads = [threading.Thread(target=go, args=o) for o in (pair[::-1] if reverse else pair)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for key in ("ours", "fast"):
+        runs[key].append(got.get(key, (0.0, 0.0)))
+    runs["aio"].append(plain_aiohttp(url, args.users, args.duration))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=float, default=4.0)
     ap.add_argument("--users", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--side-by-side", action="store_true",
+                    help="run ours and the plain FastHttpUser at the same time in each round (aiohttp alone after)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="loadgen-"))
     log = tmp / "server-requests.jsonl"
     srv = Server(log)
     try:
-        print(f"server: {srv.kind} at {srv.url}; {os.cpu_count()} cores on this host (server shares them)")
+        print(f"server: {srv.kind} at {srv.url}; {os.cpu_count()} cores on this host (server shares them); "
+              f"load average {os.getloadavg()[0]:.1f}")
         runs: dict[str, list[tuple[float, float]]] = {"ours": [], "fast": [], "aio": []}
         for i in range(args.rounds):
             # interleaved, and each round in the reverse order of the last (ABC CBA ...): a slow spell
             # of the shared host falls on every path alike, and the per-round ratio compares
             # neighbours in time
             order = [("ours", ours, tmp / f"ours{i}"), ("fast", plain_fasthttp, tmp), ("aio", plain_aiohttp, None)]
+            if args.side_by_side:
+                side_by_side(order, runs, srv.url, args, reverse=i % 2 == 1)
+                continue
             for key, fn, extra in (order if i % 2 == 0 else order[::-1]):
                 runs[key].append(fn(srv.url, args.users, args.duration, *([extra] if extra else [])))
+        load_after = os.getloadavg()[0]
         saturated = ttft_run(srv.url, tmp, "ttft-instant", args.duration)
     finally:
         srv.stop()
@@ -279,6 +338,7 @@ def main() -> None:
     print(f"ours / plain FastHttpUser per CPU s (= on one core), per round: median {statistics.median(ratios):.2f}, "
           f"IQR {q[0]:.2f}-{q[2]:.2f}, min-max {min(ratios):.2f}-{max(ratios):.2f} "
           f"({' '.join(f'{r:.2f}' for r in ratios)})")
+    print(f"host load average after the rounds: {load_after:.1f} (1 min)")
     print(f"TTFT error vs server log, ms, 256 streams{'':<4}{'n':>7}{'p50':>9}{'p99 |e|':>11}{'max':>10}{'busy':>8}")
     print(_row("h200 x8 (20-50 ms steps), Poisson", errs, paced.client_busy))
     print(_row("instant, closed loop, client CPU-bound", serrs, saturated.client_busy))

@@ -38,7 +38,7 @@ from chaos.load import kstamp, pacing, shapes
 from chaos.load import users as _users
 from chaos.load.backoff import Backoff
 from chaos.load.config import LoadConfig, from_environ
-from chaos.load.records import RequestRecord
+from chaos.load.records import RequestRecord, record_line
 from chaos.load.workloads import ListWorkload, Prompt, make_workload
 
 
@@ -77,8 +77,7 @@ class Context:
         return self.schedule.delay()
 
     def emit(self, rec: RequestRecord) -> None:
-        # same JSON as rec.to_json() (flat dataclass, fields in order) without asdict's deep copy
-        self._buf.append(json.dumps(rec.__dict__, separators=(",", ":")))
+        self._buf.append(record_line(rec))
 
     def flush(self) -> None:
         if self._buf:

@@ -25,7 +25,7 @@ from locust.exception import StopUser
 from chaos.load import kstamp
 from chaos.load.records import RequestRecord
 from chaos.load.sse import StreamMeter
-from chaos.load.workloads import Prompt, body
+from chaos.load.workloads import Prompt, body_maker
 
 if TYPE_CHECKING:
     from chaos.load.locustfile import Context
@@ -99,6 +99,8 @@ class LLMUser(FastHttpUser):
         self.path = PATHS[c.cfg.api]
         self.backoff = c.backoff(random.Random(f"{c.cfg.seed}-{id(self)}"))
         self.rng = random.Random(f"{c.cfg.seed}-attrs-{id(self)}")
+        self.make_body = body_maker(api=c.cfg.api, model=c.cfg.model, max_tokens=c.cfg.max_tokens, stream=c.cfg.stream,
+                                    ignore_eos=c.cfg.ignore_eos, temperature=c.cfg.temperature)
         self.base_headers = {"content-type": "application/json", "accept": "text/event-stream"}
         if c.cfg.api_key:
             self.base_headers["authorization"] = f"Bearer {c.cfg.api_key}"
@@ -129,8 +131,7 @@ class LLMUser(FastHttpUser):
         rid = f"{_RID_PREFIX}{next(_RID_N):08x}"
         started = _perf()
         attempt = 1
-        payload = body(prompt, api=self.cfg.api, model=self.cfg.model, max_tokens=self.cfg.max_tokens,
-                       stream=self.cfg.stream, ignore_eos=self.cfg.ignore_eos, temperature=self.cfg.temperature)
+        payload = self.make_body(prompt)
         attrs = self.draw_attributes()
         while True:
             try:
