@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from chaos.env import load
+from tests.standins.gateway.test_breaker_suite_policy import _free_offset
 
 ROOT = Path(__file__).resolve().parents[3]
-OFFSET = "2000"  # a stack of its own, beside any `local` stack a developer keeps running
 
 # scenario -> what the gateway does, from its documented semantics:
 #   ok: the suite's verdict (the policy's tier reached); tier: the table's observed tier
@@ -59,7 +59,10 @@ DOCUMENTED = {
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_the_verdict_table_reports_what_the_gateway_does(gateway_kind, tmp_path, monkeypatch):
-    monkeypatch.setenv("CHAOS_PORT_OFFSET", OFFSET)
+    # a stack of its own on ports free now: beside any `local` stack a developer keeps running, and
+    # beside the other tests of the lane on the other xdist worker
+    offset = str(_free_offset((ROOT / "environments" / f"local-{gateway_kind}.yaml").read_text()))
+    monkeypatch.setenv("CHAOS_PORT_OFFSET", offset)
     env = load(f"local-{gateway_kind}")
     tables = Path(env.state_dir) / "breaker-tables.jsonl"
     tables.unlink(missing_ok=True)
@@ -68,7 +71,7 @@ def test_the_verdict_table_reports_what_the_gateway_does(gateway_kind, tmp_path,
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "suites/breaker", "--env", f"local-{gateway_kind}", "-k", select,
          "-q", "-p", "no:cacheprovider", "-o", "addopts=", f"--alluredir={tmp_path / 'results'}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=1100, env={**os.environ, "CHAOS_PORT_OFFSET": OFFSET})
+        cwd=ROOT, capture_output=True, text=True, timeout=1100, env={**os.environ, "CHAOS_PORT_OFFSET": offset})
     out = proc.stdout[-4000:] + proc.stderr[-2000:]
     assert tables.exists(), f"the suite wrote no verdict table:\n{out}"
     got = {row["scenario"]: row for row in map(json.loads, tables.read_text().splitlines())}
