@@ -62,6 +62,10 @@ def run(step: dict[str, Any]) -> str:
         return _container_signal(step)
     if kind == "http":
         return _http(step)
+    if kind == "container_http":  # an admin call made from inside a replica's container (sim_exec)
+        from chaos.faults.sim_exec import replay as replay_in_container
+
+        return replay_in_container(step)
     if kind == "engine_plugin":
         from chaos.faults.engine_plugin import replay
 

@@ -1,15 +1,21 @@
-"""Simulator fault modes through its admin API (POST /admin/faults, token required)."""
+"""Simulator fault modes through its admin API (POST /admin/faults, token required).
+
+The API answers only on its host's loopback. A simulator in a container on another host gets the same
+calls, and their undo, made from inside its container (`via`: chaos.faults.sim_exec says how)."""
 from __future__ import annotations
 
 import json
 import urllib.error
 import urllib.request
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from chaos.errors import FaultError, FaultNotEffective
-from chaos.faults import _undo
+from chaos.errors import FaultError, FaultNotEffective, TargetError
+from chaos.faults import _undo, sim_exec
 from chaos.faults.base import Fault
 from chaos.faults.tokens import TokenRef, as_ref
+
+if TYPE_CHECKING:
+    from chaos.targets.docker import DockerTarget
 
 DESTRUCTIVE_MODES = {"crash", "engine-death", "oom", "tokenizer-crash"}
 
@@ -19,20 +25,25 @@ class SimFault(Fault):
 
     kind = "sim"
 
-    def __init__(self, admin_url: str, token: str | TokenRef, mode: str, **params: Any) -> None:
+    def __init__(self, admin_url: str, token: str | TokenRef, mode: str, *, via: DockerTarget | None = None,
+                 **params: Any) -> None:
         seed = params.pop("seed", None)
         super().__init__(seed=seed)
         self.admin_url, self.token, self.mode, self.mode_params = admin_url.rstrip("/"), as_ref(token), mode, params
+        self.via = via  # the replica's container the calls are made from, when its host is another
         self.kind = f"sim-{mode}"
         self.destructive = mode in DESTRUCTIVE_MODES
 
     def params(self) -> dict[str, Any]:
-        return {"admin_url": self.admin_url, "mode": self.mode, "token": self.token.describe(), **self.mode_params}
+        via = {"via": f"exec in container {self.via.container_name}"} if self.via is not None else {}
+        return {"admin_url": self.admin_url, "mode": self.mode, "token": self.token.describe(), **via, **self.mode_params}
 
     def _headers(self) -> dict[str, str]:
         return {**self.token.header(), "Content-Type": "application/json"}
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
+        if self.via is not None:
+            return self._call_in_container(method, path, body)
         req = urllib.request.Request(self.admin_url + path, method=method, headers=self._headers(),
                                      data=json.dumps(body).encode() if body is not None else None)
         try:
@@ -45,13 +56,33 @@ class SimFault(Fault):
                              fault=self.kind) from None
         return json.loads(raw) if raw else None
 
+    def _call_in_container(self, method: str, path: str, body: Any) -> Any:
+        assert self.via is not None
+        try:
+            status, raw = sim_exec.call(self.via.client, self.via.container_name, method, self.admin_url + path,
+                                        self.token, body, target=self.via.name)
+        except sim_exec.NotAnswering as e:
+            raise FaultError(f"simulator admin {self.admin_url} not answering: {e}", fault=self.kind) from None
+        except TargetError as e:
+            raise FaultError(str(e), fault=self.kind) from None
+        if status >= 400:
+            raise FaultError(f"{method} {self.admin_url}{path} (from inside container {self.via.container_name}) -> "
+                             f"{status} {raw[:200]!r}", fault=self.kind)
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            raise FaultError(f"{method} {self.admin_url}{path}: not JSON: {raw[:200]!r}", fault=self.kind) from None
+
     def _preflight(self) -> None:
         self._call("GET", "/admin/faults")
 
     def _plan(self) -> list[str]:
-        return [f"POST {self.admin_url}/admin/faults {{mode: {self.mode}, {self.mode_params}}}"]
+        where = f" from inside container {self.via.container_name} (loopback source)" if self.via is not None else ""
+        return [f"POST {self.admin_url}/admin/faults{where} {{mode: {self.mode}, {self.mode_params}}}"]
 
     def _undo(self) -> list[dict[str, Any]]:
+        if self.via is not None:  # undone the way it was done
+            return [sim_exec.undo_step(self.via, "DELETE", f"{self.admin_url}/admin/faults/{self.mode}", self.token)]
         return [_undo.http("DELETE", f"{self.admin_url}/admin/faults/{self.mode}", auth=self.token.describe())]
 
     def _apply(self) -> None:
@@ -87,6 +118,8 @@ class SimFault(Fault):
                 raise
 
 
-def sim_fault(admin_url: str, token: str | TokenRef, mode: str, **params: Any) -> SimFault:
-    """A defect planted in the simulator through its admin API (`mode`: leak, tokenizer crash, ...)."""
-    return SimFault(admin_url, token, mode, **params)
+def sim_fault(admin_url: str, token: str | TokenRef, mode: str, *, via: DockerTarget | None = None,
+              **params: Any) -> SimFault:
+    """A defect planted in the simulator through its admin API (`mode`: leak, tokenizer crash, ...); `via`:
+    the simulator's container on another host, the calls made from inside it."""
+    return SimFault(admin_url, token, mode, via=via, **params)

@@ -19,10 +19,11 @@ _HEADER = struct.Struct(">BxxxL")  # stream (1 stdout, 2 stderr), size: the engi
 
 
 def exec_collect(client: Any, container_id: str, cmd: list[str], *, timeout_s: float = 30.0,
-                 target: str | None = None) -> tuple[int, str]:
-    """(exit code, stdout and stderr interleaved) of `cmd` run in the container."""
+                 target: str | None = None, environment: dict[str, str] | None = None) -> tuple[int, str]:
+    """(exit code, stdout and stderr interleaved) of `cmd` run in the container (`environment`: variables
+    of this exec only, e.g. a token that must not be on its command line)."""
     api = client.api
-    exec_id = api.exec_create(container_id, cmd, stdout=True, stderr=True)["Id"]
+    exec_id = api.exec_create(container_id, cmd, stdout=True, stderr=True, environment=environment)["Id"]
     url = f"{api.base_url}/v{api.api_version}/exec/{exec_id}/start"
     with api.post(url, json={"Detach": False, "Tty": False}, headers={"Connection": "Upgrade", "Upgrade": "tcp"},
                   stream=True, timeout=timeout_s) as r:

@@ -110,19 +110,23 @@ def test_env_check_takes_target_too(tmp_path) -> None:
     assert bad.returncode != 0 and "--target nope: environment two has no such target" in bad.stderr
 
 
-def test_the_plan_says_a_remote_simulator_s_engine_death_skips_and_why() -> None:
+def test_the_plan_runs_a_remote_simulator_container_s_engine_death_and_skips_a_process_s() -> None:
     """The simulator's engine death is an admin fault its host's loopback alone may plant: the lab's
-    replicas (simulators on the GPU host's address) skip it, and the plan says so before the run, in the
+    replicas (simulator containers on the GPU host's address) get it from inside their containers, so the
+    plan runs it; a simulator process on another address has no container to call from, and skips, in the
     words the suite skips with; a simulator on this machine's loopback runs it."""
     from chaos.env import load
+    from chaos.plan import engine_death_unreachable
 
     lab = load(str(REPO / "environments" / "lab.yaml"))
     rows = _recovery(plan(lab, allow_destructive=True))
     death = rows["engine death (exit 0) on replica-a"]
-    assert death.verdict == SKIP and death.target == "replica-a"  # type: ignore[attr-defined]
-    assert death.reason == ("target replica-a: the simulator's engine death is an admin fault, and its admin API "  # type: ignore
-                            "answers only on its own host's loopback (10.231.1.2 is another host)")
+    assert death.verdict == RUN and death.target == "replica-a", death  # type: ignore[attr-defined]
     assert rows["crash (SIGKILL) on replica-a"].verdict == RUN  # type: ignore[attr-defined]
+    far = lab.target("replica-a").model_copy(update={"kind": "process"})
+    assert engine_death_unreachable(far) == (
+        "target replica-a: the simulator's engine death is an admin fault, and its admin API answers only on its "
+        "own host's loopback (10.231.1.2 is another host, and the target is no container the call could be made from)")
     local = load(str(REPO / "environments" / "local-docker.yaml"))
     rows = _recovery(plan(local, allow_destructive=True))
     assert [r.verdict for w, r in rows.items() if w.startswith("engine death")] == [RUN], rows  # type: ignore

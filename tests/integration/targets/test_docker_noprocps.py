@@ -148,6 +148,53 @@ def test_engine_death_kills_the_engine_found_by_docker_top(target, policy):
     assert policy.ledger.outstanding() == []
 
 
+def test_the_simulator_s_admin_faults_can_be_planted_and_undone_from_inside_its_container(target, policy, tmp_path):
+    """The path a simulator on another host takes (its admin API answers only its host's loopback): the
+    call made in the replica's container, token in the exec's environment, ledgered and undone the same
+    way; `chaos cleanup` replays that step alone. The stripped image keeps python, as the simulator needs it."""
+    from chaos.faults import sim_fault
+    from chaos.targets import admin_token
+
+    url, token = f"http://{target.host}:{target.port}", admin_token(tmp_path)
+    with sim_fault(url, token, "slow", factor=3.0, via=target).using(policy) as f:
+        assert f.evidence["active_modes"] == ["slow"]
+        (rec,) = policy.ledger.outstanding()
+        assert rec["undo"] == [{"kind": "container_http", "container": target.container_name, "docker_host": None,
+                                "method": "DELETE", "url": f"{url}/admin/faults/slow", "auth": {"file": token.file}}]
+        assert token.value() not in str(rec)
+    assert f._active_modes() == set() and policy.ledger.outstanding() == []
+    sim_fault(url, token, "slow", factor=3.0, via=target).using(policy).inject()  # a harness that died mid-fault
+    done = cleanup(policy.ledger.state_dir, force=True)
+    assert any(f"DELETE {url}/admin/faults/slow from inside container {target.container_name} -> 200" in line
+               for line in done), done
+    assert f._active_modes() == set()
+    with pytest.raises(FaultError, match=r"-> 401"):  # the token really is checked on that path
+        sim_fault(url, "wrong", "slow", via=target).using(policy).inject()
+
+
+def test_the_simulator_s_engine_death_from_inside_its_container(target, policy, tmp_path):
+    """engine_death on a simulator target on another host (forced here: the target serves on this host's
+    loopback): the engine dies, the container brings the replica back, the ledger is clean."""
+    from chaos.faults.sim_admin import SimFault
+    from chaos.targets import admin_token
+
+    main, _ = _ranks(target)
+    url = f"http://{target.host}:{target.port}"
+    f = engine_death(target, "simulator", sim_url=url, token=admin_token(tmp_path))
+    assert isinstance(f, SimFault) and f.via is None  # this host's loopback: straight from here
+    f.via, n = target, target.restart_count()
+    with f.using(policy):
+        assert f.evidence  # proven: listed active, or the admin API went with the process
+    import time
+
+    deadline = time.monotonic() + 60
+    while target.restart_count() == n:  # the API server exits after its engine, `always` starts it again
+        assert time.monotonic() < deadline, target.logs(20)
+        time.sleep(0.2)
+    target.wait_healthy(60)
+    assert target.engine_pid() not in (None, main) and policy.ledger.outstanding() == []
+
+
 SCENARIOS = "steady-users and (gpu-driver-reset or crash-sigkill or engine-death or rank-freeze)"
 
 

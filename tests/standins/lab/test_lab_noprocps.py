@@ -5,7 +5,10 @@ suite's restart, crash, engine-death and rank-freeze scenarios run as `make game
 
 Over SSH the harness has no os.kill: it finds the replica's processes with the GPU host engine's
 `docker top` and signals them from a helper container in that host's PID namespace
-(chaos/targets/docker_procs.py); nothing inside the replica's container is needed.
+(chaos/targets/docker_procs.py); nothing inside the replica's container is needed for those. The
+simulator's engine death is an admin fault, and its admin API answers only its own host's loopback:
+it is planted (and undone) from inside the replica's container, with the image's python, from a
+loopback source (chaos/faults/sim_exec.py); from here the same API stays refused.
 """
 from __future__ import annotations
 
@@ -14,7 +17,11 @@ import re
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
+
+import pytest
 
 from chaos.pytest_plugin import require_component
 from tests._support import REPO, _image_reason
@@ -22,10 +29,6 @@ from tests.integration.targets.test_docker_noprocps import GONE, SCENARIOS, buil
 from tests.standins.lab.test_lab_staging import LAB_ENV, SIM_IMAGE, _lab_env
 
 STRIPPED = "llm-chaos-sim-noprocps:lab"
-# the simulator's engine death is an admin fault, and its admin API answers only on its own host's
-# loopback: the lab's simulators serve on the GPU host's address, so the suite skips it there (the
-# harness's engine kill of real vLLM, SIGKILL of VLLM::EngineCore, is proven below instead)
-ENGINE_DEATH_SKIP = "the simulator's engine death is an admin fault, and its admin API answers only on its own host's loopback"
 
 
 def _outcomes(out: str) -> dict[str, str]:
@@ -38,7 +41,7 @@ def test_recovery_suite_over_ssh_on_replicas_without_ps_or_kill(lab_ssh, tmp_pat
     from chaos.faults import engine_death
     from chaos.faults.base import Policy
     from chaos.faults.ledger import Ledger
-    from chaos.targets import make_target
+    from chaos.targets import admin_token, make_target
 
     require_component("docker", _image_reason(SIM_IMAGE))
     image = build_stripped(SIM_IMAGE, STRIPPED)
@@ -64,15 +67,25 @@ def test_recovery_suite_over_ssh_on_replicas_without_ps_or_kill(lab_ssh, tmp_pat
         got = _outcomes(r.stdout)
         print(f"deploy {deployed_s:.0f} s, suite {time.monotonic() - t1:.0f} s: {got}")
         want = {f"test_replica_recovers[{k}-steady-users-replica-a]": "PASSED"
-                for k in ("gpu-driver-reset", "crash-sigkill", "nccl-rank-freeze")}
+                for k in ("gpu-driver-reset", "crash-sigkill", "engine-death-exit0", "nccl-rank-freeze")}
         assert r.returncode == 0 and {k: got.get(k) for k in want} == want, out[-5000:]
-        death = "test_replica_recovers[engine-death-exit0-steady-users-replica-a]"
-        assert got.get(death) == "SKIPPED" and ENGINE_DEATH_SKIP in out, out[-3000:]
         assert len(got) == 4, got  # nothing else selected: the canary replica-c is not marked for these faults
         plan = [line.split() for line in r.stdout.splitlines() if line.startswith("recovery ")]
         assert ["recovery", "NCCL", "rank", "freeze", "on", "replica-a", "(TP", "2)", "run"] in \
             [row[:9] for row in plan], plan  # the plan names the target the run hurt
-        assert any(row[1:8] == ["engine", "death", "(exit", "0)", "on", "replica-a", "skip"] for row in plan), plan
+        assert any(row[1:8] == ["engine", "death", "(exit", "0)", "on", "replica-a", "run"] for row in plan), plan
+        # the engine death went in through replica-a's container, and its undo step goes the same way
+        deaths = [rec for rec in Ledger(env.state_dir).records()
+                  if rec.get("op") == "inject" and rec["fault"]["kind"] == "sim-engine-death"]
+        assert [d["undo"][0]["kind"] for d in deaths] == ["container_http"] and \
+            deaths[0]["undo"][0]["container"] == "lab-replica-a", deaths
+        assert Ledger(env.state_dir).outstanding() == []
+        # while from here, the simulator's admin API stays what it was: loopback-only
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(
+                f"http://{env.target('replica-a').host}:{env.target('replica-a').port}/admin/faults",
+                headers=admin_token(env.state_dir).header()), timeout=5)
+        assert refused.value.code == 403, refused.value
         # the engine kill real vLLM gets (SIGKILL of the engine process, found by docker top over SSH and
         # signalled from the helper container), on the simulator's engine: its main process
         t = make_target(env.target("replica-a"), run_id="lab-noprocps", state_dir=env.state_dir, env=env)
