@@ -37,3 +37,24 @@ def test_the_guard_refuses_a_socket() -> None:
 def test_the_guard_refuses_a_process() -> None:
     with pytest.raises(AssertionError, match=r"subprocess.Popen\(\['true'\]"):
         subprocess.run(["true"], check=False)
+
+
+def _module_name(p: Path) -> str:
+    """The name pytest's default (prepend) import gives a test file: its basename, prefixed by the
+    packages (folders with __init__.py) it sits in."""
+    parts = [p.stem]
+    d = p.parent
+    while (d / "__init__.py").exists():
+        parts.insert(0, d.name)
+        d = d.parent
+    return ".".join(parts)
+
+
+def test_test_modules_have_unique_import_names() -> None:
+    # two files with one import name collect in separate lanes but fail `pytest tests` (and
+    # `--collect-only`) with "import file mismatch"
+    seen: dict[str, list[str]] = {}
+    for p in sorted(TESTS.rglob("test_*.py")):
+        seen.setdefault(_module_name(p), []).append(str(p.relative_to(REPO)))
+    clashes = {name: files for name, files in seen.items() if len(files) > 1}
+    assert clashes == {}, f"test files sharing an import name (rename one): {clashes}"
