@@ -233,6 +233,11 @@ class EmbeddedStack:
         os.replace(tmp, self.state_dir / "stack.json")  # atomic: `env up --detach` polls this file
 
 
+def start_embedded(env: Environment) -> EmbeddedStack:
+    """The environment's embedded stack, started (what a Session's start_stack is for an embedded environment)."""
+    return EmbeddedStack(env).up()
+
+
 def _resume_if_paused(t: Target) -> None:
     if t.paused():
         t.resume()

@@ -32,12 +32,12 @@ def gameday(
                 *(["--allow-destructive"] if allow_destructive else [])]
         typer.echo(f"chaos: no --plan: the standard suites ({' '.join(args[2:])})")
         raise typer.Exit(subprocess.call(args))
-    from chaos.bridge import EmbeddedStack
+    from chaos.bridge import start_embedded
     from chaos.experiment.gameday import GameDay
     from chaos.experiment.plan import load_plan
 
     day = GameDay(e, load_plan(plan), plan_path=plan, out_dir=run_dir, allow_destructive=allow_destructive, live=live,
-                  start_stack=lambda env: EmbeddedStack(env).up())
+                  start_stack=start_embedded)
     code = day.run()
     typer.echo(f"journal: {run_dir / 'journal.json'}\nsummary: {run_dir / 'summary.md'}")
     typer.echo(f"report: {_report(run_dir, day.plan.name)}")
