@@ -72,8 +72,9 @@ class BreakerTier:
         self.sc.steady_state(max(3.0, self.policy.window_s * 0.5))
 
     def fill_canary_window(self) -> None:
-        """Hold the steady state until the canary's window holds the calls this tier needs; skip where the
-        calls it holds then cannot tell the tiers apart."""
+        """Hold the steady state until the canary's window holds the calls this tier needs.
+
+        Skips where the calls it holds then cannot tell the tiers apart."""
         calls = self._canary_window_full(window_target(self.policy, self.size))
         if (why := why_not(self.policy, self.size, calls)) is not None:
             _skip(why)
@@ -99,8 +100,10 @@ class BreakerTier:
         self.alerts.recovered(self.t1)
 
     def recover(self) -> None:
-        """A rollback: still out half a window after the revert, then the operator reset (where the gateway has
-        one) or held to the scenario's end; else half-open probing until the canary is closed and stays so."""
+        """Recovery: the operator reset (a rollback), or half-open probing until the canary is closed and stays so.
+
+        A rollback is still out half a window after the revert, then reset where the gateway has an admin API, or
+        held to the scenario's end where it has none."""
         sc, policy = self.sc, self.policy
         if self.size.expect == "rollback" and self.admin:
             sc.wait(policy.window_s * 0.5, "hold after revert: still rolled back")
@@ -121,8 +124,10 @@ class BreakerTier:
                 sc.wait(policy.window_s * 0.5)
 
     def judge(self, summary: SummaryCollector) -> None:
-        """Stop the load and judge three stages: the fault happened; the breaker reached its tier in time with
-        nothing lost (the table goes to breaker-tables.jsonl, the timeline to the report); the alerts saw it."""
+        """Stop the load and judge: the fault happened; the breaker's tier and timing; the alerts saw it.
+
+        The breaker stage holds the spec-vs-observed table (or the anomaly rule) and the accounting (nothing lost);
+        the table goes to breaker-tables.jsonl, the timeline plot to the report."""
         sc, stack, policy, expect = self.sc, self.stack, self.policy, self.size.expect
         assert self.fault is not None, "judge() after inject()"
         self.alerts.settle()  # under the same load: each expected alert fires, pages and clears, or its time runs out

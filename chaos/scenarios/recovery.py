@@ -47,9 +47,10 @@ class RecoveryRun:
         self.proof = "restarts_seen"
 
     def start_load(self, **profile: Any) -> None:
-        """The load (`profile`: Scenario.start_load's overrides; shape "rate" arrives at the environment's
-        load.rate_per_s), long enough for the slowest allowed recovery plus the steady windows after it;
-        then steady state, the alerts' watch and the target's restart count before anything is done to it."""
+        """The load, long enough for the slowest allowed recovery plus the steady windows after it.
+
+        `profile`: Scenario.start_load's overrides (shape "rate": arrivals at the environment's load.rate_per_s).
+        Then steady state, the alerts' watch and the target's restart count before anything is done to it."""
         sc, env = self.sc, self.env
         with sc.phase("start load", profile=self.load):
             rate: dict[str, Any] = {"rate": env.load.rate_per_s} if profile.get("shape") == "rate" else {}
@@ -64,10 +65,12 @@ class RecoveryRun:
         self.t_inject = self.t_end = time.time()
 
     def inject(self, fault: Fault, *, lasting: bool, crash: bool, proof: str = "restarts_seen") -> None:
-        """Inject `fault`; a `lasting` one (a frozen rank, a cut link) is held until the engine died of its
-        timeout (its supervisor restarts it), then undone. `crash`: the replica's process died (recovery
-        judges a crash); `proof`: the stage-1 evidence, "restarts_seen" (any restart seen) or "restart_count"
-        (the fault's own count rose: a supervisor's restart is not what a restart fault raised)."""
+        """Inject `fault`; a `lasting` one is held until the engine died of it, then undone.
+
+        Lasting: a frozen rank or a cut link, held until the engine's timeout killed it (its supervisor restarts
+        it). `crash`: the replica's process died (recovery judges a crash); `proof`: the stage-1 evidence,
+        "restarts_seen" (any restart seen) or "restart_count" (the fault's own count rose: a supervisor's
+        restart is not what a restart fault raised)."""
         sc, target = self.sc, self.target
         self.crash, self.proof = crash, proof
         self.t_inject = time.time()
@@ -87,8 +90,9 @@ class RecoveryRun:
         sc.revert(check=target.restart_count() == self.restarts_before)
 
     def wait_recovered(self) -> None:
-        """Until the replica serves again (twice the recovery SLA at most); if it never does, the verdict names
-        the restart policy where that is why."""
+        """Until the replica serves again, twice the recovery SLA at most.
+
+        If it never does, the failure names the restart policy where that is why."""
         stack, name = self.stack, self.name
         try:
             self.sc.wait_recovered(self.t_end, self.env.slas.recovery_s * 2)
@@ -99,17 +103,19 @@ class RecoveryRun:
         self.alerts.recovered()
 
     def observe_steady(self) -> None:
-        """One full rolling window after recovery at least; longer while the hurt replica's traffic is not yet
-        judged steady, up to the steady-state SLA."""
+        """Observe one full rolling window after recovery at least, up to the steady-state SLA.
+
+        Longer than one window while the hurt replica's traffic is not yet judged steady."""
         sc, slas, t_end, name = self.sc, self.env.slas, self.t_end, self.name
         self.window = window = sc.scaled(30)
         sc.observe_steady(t_end, at_least_s=2 * window + 1, until=t_end + slas.steady_state_s + window,
                           steady=lambda recs: steady_seen(served_by(recs, name), t_end, window, slas))
 
     def judge(self, summary: SummaryCollector) -> None:
-        """Stop the load and judge: the fault happened (its proof and the restarts seen), the replica recovered
-        within the SLAs (its probes and the traffic it served), nothing lost beyond the fault's allowance, and
-        the alerts saw it."""
+        """Stop the load and judge: the fault happened, the replica recovered, nothing lost, the alerts saw it.
+
+        Stage 1: the fault's proof and the restarts seen. Then recovery within the SLAs (its probes and the traffic
+        it served) and the accounting (nothing lost beyond the fault's allowance); then the alerts."""
         sc, stack, env, name, kind = self.sc, self.stack, self.env, self.name, self.kind
         self.alerts.settle()  # under the same load: each expected alert fires, pages and clears, or its time runs out
         records = sc.stop_load()
