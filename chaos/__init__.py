@@ -206,6 +206,8 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
     from chaos.report.timeline import plot_breaker as plot_breaker
     from chaos.resilience.client import ResilientClient as ResilientClient
     from chaos.scenario import Scenario as Scenario
+    from chaos.scenarios.breaker import BreakerTier as BreakerTier
+    from chaos.scenarios.recovery import RecoveryRun as RecoveryRun
     from chaos.suite import (
         client_commands as client_commands,
     )
@@ -353,27 +355,27 @@ __version__ = "0.1.0"
 __all__ = [  # the errors, then FRONT in its order (tests/integration/api/test_front_door.py)
     "ChaosError", "ConfigError", "FaultError", "FaultNotEffective", "LoadError", "SafetyError", "SLOViolation",
     "StackError", "TargetError", "__version__", "Environment", "load_environment", "Scenario", "Budget",
-    "PhaseBudget", "Experiment", "ExperimentRun", "AbortLimits", "Hypothesis", "Status", "recovered", "Fault",
-    "AllOf", "Scheduled", "Policy", "restart", "kill", "pause", "stop", "engine_death", "rank_kill", "rank_freeze",
-    "rank_link_cut", "latency", "jitter", "bandwidth", "down", "timeout", "reset_peer", "slicer", "slow_close",
-    "limit_data", "http_error", "oom_error", "hang", "slow_headers", "slow_first_token", "stream_stall",
-    "stream_cut", "error_chunk", "malformed_chunk", "duplicate_chunk", "rewrite_model", "header_fault", "misroute",
-    "release_stage", "sim_fault", "engine_fault", "Check", "all_of", "evaluate", "p50_below", "p99_below",
-    "percentile_below", "error_rate_below", "goodput_above", "percentile", "Verdict", "Row", "accounting_verdict",
-    "fault_allowance", "recovery_verdict", "served_by", "steady_seen", "check_restart_policy", "load_verdict",
-    "burst_drift", "long_prompt_failures", "degraded_floor_verdict", "retry_verdict", "signing_verdict",
-    "anomaly_verdict", "observed_anomaly", "check_backoff", "alert_verdict", "AlertMonitor", "answers_verdict",
-    "golden", "requires", "judge", "fault_happened", "fault_proof", "gateway_admin", "client_commands",
-    "hurt_params", "StackHandle", "SummaryCollector", "add_recovery", "add_breaker", "latency_table",
-    "verdict_table", "analyze_breaker", "degrade_recovery_s", "BREAKER_SIZE_NAMES", "breaker_sizes",
-    "breaker_size_why_not", "breaker_window_target", "breaker_spec_vs_observed", "write_breaker_table",
-    "GatewayStateObserver", "gateway_failures", "plot_breaker", "STREAM_MAX_TOKENS", "STREAM_PROMPT", "ClientAnswer",
-    "ClientLimit", "stream_attempts_for", "client_verdict", "stream_gateway_verdict", "run_client_command",
-    "stream_steady_run", "stream_steady_verdict", "ResilientClient", "env_secrets", "scan_secrets", "token_files",
-    "DEFAULT_CLASSES", "special_corpus", "MetricsScraper", "Timeline", "PrefixRun", "prefix_counters",
-    "prefix_verdict", "explorer_for", "load_schedule", "no_release_admin", "release_plan", "run_stages", "faults",
-    "plan", "budgets", "evidence", "baseline", "gateway_state", "signing", "BreakerPolicy", "SLAs", "RequestRecord",
-    "BreakerSize", "HttpFault", "FaultProxyAdmin",
+    "PhaseBudget", "Experiment", "ExperimentRun", "AbortLimits", "Hypothesis", "Status", "recovered", "BreakerTier",
+    "RecoveryRun", "Fault", "AllOf", "Scheduled", "Policy", "restart", "kill", "pause", "stop", "engine_death",
+    "rank_kill", "rank_freeze", "rank_link_cut", "latency", "jitter", "bandwidth", "down", "timeout", "reset_peer",
+    "slicer", "slow_close", "limit_data", "http_error", "oom_error", "hang", "slow_headers", "slow_first_token",
+    "stream_stall", "stream_cut", "error_chunk", "malformed_chunk", "duplicate_chunk", "rewrite_model",
+    "header_fault", "misroute", "release_stage", "sim_fault", "engine_fault", "Check", "all_of", "evaluate",
+    "p50_below", "p99_below", "percentile_below", "error_rate_below", "goodput_above", "percentile", "Verdict",
+    "Row", "accounting_verdict", "fault_allowance", "recovery_verdict", "served_by", "steady_seen",
+    "check_restart_policy", "load_verdict", "burst_drift", "long_prompt_failures", "degraded_floor_verdict",
+    "retry_verdict", "signing_verdict", "anomaly_verdict", "observed_anomaly", "check_backoff", "alert_verdict",
+    "AlertMonitor", "answers_verdict", "golden", "requires", "judge", "fault_happened", "fault_proof",
+    "gateway_admin", "client_commands", "hurt_params", "StackHandle", "SummaryCollector", "add_recovery",
+    "add_breaker", "latency_table", "verdict_table", "analyze_breaker", "degrade_recovery_s", "BREAKER_SIZE_NAMES",
+    "breaker_sizes", "breaker_size_why_not", "breaker_window_target", "breaker_spec_vs_observed",
+    "write_breaker_table", "GatewayStateObserver", "gateway_failures", "plot_breaker", "STREAM_MAX_TOKENS",
+    "STREAM_PROMPT", "ClientAnswer", "ClientLimit", "stream_attempts_for", "client_verdict",
+    "stream_gateway_verdict", "run_client_command", "stream_steady_run", "stream_steady_verdict", "ResilientClient",
+    "env_secrets", "scan_secrets", "token_files", "DEFAULT_CLASSES", "special_corpus", "MetricsScraper", "Timeline",
+    "PrefixRun", "prefix_counters", "prefix_verdict", "explorer_for", "load_schedule", "no_release_admin",
+    "release_plan", "run_stages", "faults", "plan", "budgets", "evidence", "baseline", "gateway_state", "signing",
+    "BreakerPolicy", "SLAs", "RequestRecord", "BreakerSize", "HttpFault", "FaultProxyAdmin",
 ]
 
 

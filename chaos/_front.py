@@ -18,6 +18,8 @@ FRONT: dict[str, tuple[str, str | None]] = {
     "Hypothesis": ("chaos.experiment", "Hypothesis"),
     "Status": ("chaos.experiment", "Status"),
     "recovered": ("chaos.experiment", "recovered"),
+    # the scenarios this repository's suites run, step by step: a breaker tier, a replica's recovery
+    "BreakerTier": ("chaos.scenarios.breaker", "BreakerTier"), "RecoveryRun": ("chaos.scenarios.recovery", "RecoveryRun"),
     # every fault: one replica, one rank, the network, the HTTP/SSE stream, the gateway, the simulator
     "Fault": (_F, "Fault"), "AllOf": (_F, "AllOf"), "Scheduled": (_F, "Scheduled"), "Policy": (_F, "Policy"),
     "restart": (_F, "restart"), "kill": (_F, "kill"), "pause": (_F, "pause"), "stop": (_F, "stop"),

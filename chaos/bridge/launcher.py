@@ -12,7 +12,6 @@ import json
 import os
 import sys
 import time
-import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from chaos.errors import StackError
 from chaos.faults.proxy_admin import token_ref
 from chaos.observe.completion import completion_ok, wait_completion
 from chaos.stack.faultproxy import FaultProxyServer
+from chaos.stack.monitoring import http_ok
 from chaos.stack.toxiproxy import ToxiproxyServer
 from chaos.targets import Target, make_target
 from chaos.targets.process import ProcessTarget
@@ -233,6 +233,11 @@ class EmbeddedStack:
         os.replace(tmp, self.state_dir / "stack.json")  # atomic: `env up --detach` polls this file
 
 
+def start_embedded(env: Environment) -> EmbeddedStack:
+    """The environment's embedded stack, started (what a Session's start_stack is for an embedded environment)."""
+    return EmbeddedStack(env).up()
+
+
 def _resume_if_paused(t: Target) -> None:
     if t.paused():
         t.resume()
@@ -252,9 +257,9 @@ def status(env: Environment) -> dict[str, object]:
 
     out: dict[str, object] = {}
     if env.toxiproxy is not None:
-        out["toxiproxy"] = _get_ok(f"{env.toxiproxy.api}/version")
+        out["toxiproxy"] = http_ok(f"{env.toxiproxy.api}/version")
     for p in env.fault_proxies:
-        out[f"fault proxy {p.name}"] = _get_ok(f"{p.admin_url}/_chaos/health")
+        out[f"fault proxy {p.name}"] = http_ok(f"{p.admin_url}/_chaos/health")
     for t in env.targets:
         out[t.name] = http_health(t.host, t.port)
     if env.gateway is not None:
@@ -263,11 +268,3 @@ def status(env: Environment) -> dict[str, object]:
     out["completion"] = completion_ok(env.endpoints.api, env.endpoints.model, timeout=3.0,
                                       api_key=env.endpoints.api_key)
     return out
-
-
-def _get_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2.0) as r:
-            return bool(r.status == 200)
-    except (urllib.error.URLError, OSError, ValueError):
-        return False

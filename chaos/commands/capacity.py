@@ -35,14 +35,11 @@ def capacity(
     from rich.table import Table
 
     from chaos import env as envmod
+    from chaos.bridge import start_embedded
     from chaos.experiment import capacity as cap
-    from chaos.experiment.events import EventBus
     from chaos.experiment.gameday import make_fault
-    from chaos.experiment.journal import Journal
     from chaos.experiment.plan import PlanFault
-    from chaos.experiment.stop import StopSwitch, stop_file
-    from chaos.faults import base as fault_base
-    from chaos.faults.ledger import Ledger
+    from chaos.experiment.session import Session
     from chaos.faults.params import check as check_params
     from chaos.load.runner import start_env_load
 
@@ -56,20 +53,9 @@ def capacity(
     run_dir = out / time.strftime("%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
     console = Console()
-    fault_base.configure(ledger=Ledger(e.state_dir), protected=e.safety.protected, allow_destructive=allow_destructive,
-                         recover_timeout_s=fault_base.recover_bound_s(e.slas))
-    bus = EventBus()
-    journal = Journal(run_dir, title=f"capacity under {fault} on {e.name}", meta={"environment": e.name})
-    bus.subscribe(journal)
-    stop = StopSwitch(stop_file(e.state_dir), since=time.time())
-    undo_signals = stop.install_signals()
-    stack: Any = None
     n = [0]
-    try:
-        if e.embedded != "none":
-            from chaos.bridge import EmbeddedStack
-
-            stack = EmbeddedStack(e).up()
+    with Session(e, run_dir, title=f"capacity under {fault} on {e.name}", allow_destructive=allow_destructive,
+                 start_stack=start_embedded) as session:
 
         def load(rate: float, seconds: float) -> Any:
             n[0] += 1
@@ -77,19 +63,14 @@ def capacity(
                                   shape="rate", duration_s=seconds, seed=n[0])
 
         def trial(rate: float, with_fault: bool) -> Any:
-            f = make_fault(e, stack, PlanFault(kind=fault, target=name), allow_destructive=allow_destructive) \
+            f = make_fault(e, session.stack, PlanFault(kind=fault, target=name), allow_destructive=allow_destructive) \
                 if with_fault else None
-            return cap.trial_experiment(e, rate, fault=f, load=load, hold_s=hold).run(bus=bus, stop=stop)
+            return cap.trial_experiment(e, rate, fault=f, load=load, hold_s=hold).run(bus=session.bus, stop=session.stop)
 
         search = cap.Search(min_rate=min_rate, max_rate=max_rate, trials=trials, refine=refine, budget_s=budget)
         t0 = time.monotonic()
         search.run(trial, say=lambda line: console.print(line))
         took = time.monotonic() - t0
-    finally:
-        undo_signals()
-        if stack is not None:
-            stack.down()
-        journal.write()
     table = Table(title=f"capacity under {fault} on {name} ({e.name}): recovery SLA {e.slas.recovery_s:g} s")
     for col in ("rate/s", "trials held", "recovery s", "goodput/s (fault)", "goodput/s (none)", "P99 s (fault)",
                 "P99 s (none)"):

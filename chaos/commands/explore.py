@@ -35,42 +35,24 @@ def _explorer(env: str, out: Path, allow_destructive: bool) -> Iterator[Any]:
     """An Explorer on the environment's stack (an embedded one is started here and stopped after),
     with the ledger, the emergency stop and a journal of every schedule."""
     from chaos import env as envmod
-    from chaos.experiment.events import EventBus
-    from chaos.experiment.journal import Journal
-    from chaos.experiment.stop import StopSwitch, stop_file
+    from chaos.bridge import start_embedded
+    from chaos.experiment.session import Session
     from chaos.explore.wiring import explorer_for
-    from chaos.faults import base as fault_base
-    from chaos.faults.ledger import Ledger
     from chaos.observe.replica_log import ReplicaLogs
     from chaos.verify.accounting import server_log_for
 
     e = envmod.load(env)
     run_dir = out / time.strftime("%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
-    fault_base.configure(ledger=Ledger(e.state_dir), protected=e.safety.protected, allow_destructive=allow_destructive,
-                         recover_timeout_s=fault_base.recover_bound_s(e.slas))
-    bus = EventBus()
-    journal = Journal(run_dir, title=f"exploration of {e.name}", meta={"environment": e.name})
-    bus.subscribe(journal)
-    stop = StopSwitch(stop_file(e.state_dir), since=time.time())
-    undo_signals = stop.install_signals()
-    stack: Any = None
     replica_logs = ReplicaLogs.for_env(e)  # one cursor per replica log for the whole exploration
     try:
-        if e.embedded != "none":
-            from chaos.bridge import EmbeddedStack
-
-            stack = EmbeddedStack(e).up()
-
-        yield explorer_for(e, stack, run_dir, bus, stop, allow_destructive=allow_destructive,
-                           server_log=lambda records: server_log_for(e, ("simulator", "fault proxy"),
-                                                                     logs=replica_logs, **_window(records)))
+        with Session(e, run_dir, title=f"exploration of {e.name}", allow_destructive=allow_destructive,
+                     start_stack=start_embedded) as session:
+            yield explorer_for(e, session.stack, run_dir, session.bus, session.stop, allow_destructive=allow_destructive,
+                               server_log=lambda records: server_log_for(e, ("simulator", "fault proxy"),
+                                                                         logs=replica_logs, **_window(records)))
     finally:
         replica_logs.close()
-        undo_signals()
-        if stack is not None:
-            stack.down()
-        journal.write()
 
 
 def explore(env: str = ENV_OPTION,

@@ -36,7 +36,7 @@ def gameday(
                 *(["--allow-destructive"] if allow_destructive else [])]
         typer.echo(f"chaos: no --plan: the standard suites ({' '.join(args[2:])})")
         raise typer.Exit(subprocess.call(args))
-    from chaos.bridge import EmbeddedStack
+    from chaos.bridge import start_embedded
     from chaos.bridge.monitoring import alert_monitor
     from chaos.experiment.alerts import plan_alert_problems
     from chaos.experiment.gameday import GameDay
@@ -50,7 +50,7 @@ def gameday(
         typer.echo(f"{plan}: {'ok' if not problems else f'{len(problems)} problem(s)'} (environment {e.name})")
         raise typer.Exit(1 if problems else 0)
     day = GameDay(e, the_plan, plan_path=plan, out_dir=run_dir, allow_destructive=allow_destructive, live=live,
-                  start_stack=lambda env: EmbeddedStack(env).up(), start_monitoring=alert_monitor)
+                  start_stack=start_embedded, start_monitoring=alert_monitor)
     code = day.run()
     typer.echo(f"journal: {run_dir / 'journal.json'}\nsummary: {run_dir / 'summary.md'}")
     typer.echo(f"report: {_report(run_dir, day.plan.name)}")

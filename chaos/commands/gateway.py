@@ -19,17 +19,6 @@ if TYPE_CHECKING:
 gw_app = typer.Typer(help="The reference gateway (two-tier breaker, no-store, HMAC, NFKC).")
 
 
-def _url(spec: str, pool: str, i: int) -> tuple[str, str]:
-    name, sep, url = spec.partition("=")
-    if not sep:
-        name, url = f"{pool}-{i}", spec
-    if "://" not in url:
-        url = "http://" + url
-    if not url.startswith(("http://", "https://")) or url.endswith("://"):
-        raise ConfigError(f"--{pool}: expected [NAME=]http://HOST:PORT, got {spec!r}")
-    return name, url.rstrip("/")
-
-
 def replicas_from_env(env: Environment) -> list[Replica]:
     """One Replica per target, reached through its serve_proxy (Toxiproxy) when it has one."""
     from chaos.stack.gateway import Replica
@@ -44,15 +33,15 @@ def settings_from(env: Environment | None, *, listen: str | None = None, stable:
     """GatewaySettings from an environment, flags overriding it (no env: BreakerPolicy defaults)."""
     from chaos.env.model import BreakerPolicy
     from chaos.signing import key_from_env
-    from chaos.stack.gateway import GatewaySettings, Replica
+    from chaos.stack.gateway import GatewaySettings, parse_replica
 
     policy = env.breaker.model_copy() if env else BreakerPolicy()
     for key in ("canary_weight", "window_s", "min_calls", "open_wait_s", "hmac_key_env", "normalize_unicode"):
         if overrides.get(key) is not None:
             setattr(policy, key, overrides[key])
     if stable or canary:
-        replicas = [Replica(*_url(s, "stable", i), "stable") for i, s in enumerate(stable or [], 1)]
-        replicas += [Replica(*_url(s, "canary", i), "canary") for i, s in enumerate(canary or [], 1)]
+        replicas = [parse_replica(s, "stable", i) for i, s in enumerate(stable or [], 1)]
+        replicas += [parse_replica(s, "canary", i) for i, s in enumerate(canary or [], 1)]
     else:
         replicas = replicas_from_env(env) if env else []
     gw = env.gateway if env else None

@@ -27,11 +27,10 @@ from typing import Any
 from chaos.errors import ConfigError
 from chaos.experiment import events as ev
 from chaos.experiment.alerts import alert_judge, plan_alert_problems, watched
-from chaos.experiment.journal import Journal
 from chaos.experiment.plan import Plan, PlanFault, experiments
 from chaos.experiment.report import AllureResults, LiveView
 from chaos.experiment.runner import EXIT_CODES, ExperimentRun, Status
-from chaos.experiment.stop import StopSwitch, stop_file
+from chaos.experiment.session import Session
 
 ENDS_THE_DAY = (Status.ABORTED, Status.STOPPED)
 
@@ -74,11 +73,10 @@ class GameDay:
         self.alert_problems = plan_alert_problems(plan, env, self.plan_path)
         self.out_dir = Path(out_dir)
         self.allow_destructive, self.console, self.live = allow_destructive, console, live
-        self.stack: Any = None
-        self.bus = ev.EventBus()
-        self.journal = Journal(self.out_dir, title=plan.name,
-                               meta={"environment": env.name, "plan": str(self.plan_path)})
-        self.bus.subscribe(self.journal)
+        # the fault policy, the bus and its journal, the emergency stop and the stack, wired once
+        self.session = Session(env, self.out_dir, title=plan.name, meta={"plan": str(self.plan_path)},
+                               allow_destructive=allow_destructive, start_stack=self._start_stack)
+        self.bus, self.journal = self.session.bus, self.session.journal
         self.bus.subscribe(AllureResults(self.out_dir / "allure-results", plan.name, env))
         self.runs: list[ExperimentRun] = []
 
@@ -103,24 +101,21 @@ class GameDay:
         return start_env_load(self.env, out_dir=self.out_dir / "load" / _slug(name),
                               **{"duration_s": seconds, **overrides})
 
-    def run(self) -> int:
-        from chaos.faults import base as fault_base
-        from chaos.faults.ledger import Ledger
+    @property
+    def stack(self) -> Any:
+        """The stack the session started (None before and after the day, or where the environment is not embedded)."""
+        return self.session.stack
 
-        fault_base.configure(ledger=Ledger(self.env.state_dir), protected=self.env.safety.protected,
-                             allow_destructive=self.allow_destructive,
-                             recover_timeout_s=fault_base.recover_bound_s(self.env.slas))
-        stop = StopSwitch(stop_file(self.env.state_dir), since=time.time())
-        undo_signals = stop.install_signals()
+    def run(self) -> int:
         view = LiveView(self.console, [x.name for x in self.plan.experiments], self.env.safety.abort.error_rate,
                         live=self.live)
         self.bus.subscribe(view)
         for problem in self.alert_problems:
             print(f"chaos: {problem}: it can only be a blind spot", file=sys.stderr)
-        monitoring = ExitStack()
-        try:
-            with view:
-                self._start_stack()
+        with view, self.session:  # the stand-ins start under the live view
+            stop = self.session.stop
+            # the monitoring closes before the session takes the stack down: its scrape targets
+            with ExitStack() as monitoring:
                 monitor = monitoring.enter_context(self._monitoring()) if watched(self.plan, self.env) else None
                 built = experiments(self.plan, self.env, make_fault=self.make_fault, make_load=self.make_load,
                                     path=self.plan_path, make_release=self.make_release, make_gate=self.make_gate)
@@ -135,15 +130,9 @@ class GameDay:
                         why = f"{run.name} failed its gate (rolled back)" if gated and run.status not in ENDS_THE_DAY \
                             else f"{run.name} ended {run.status.value}"
                         for rest in self.plan.experiments[len(self.runs):]:
-                            self.bus.publish(ev.ExperimentEnded(t=time.time(), experiment=rest.name, status="NOT STARTED",
-                                                                reason=why))
+                            self.bus.publish(ev.ExperimentEnded(t=time.time(), experiment=rest.name,
+                                                                status="NOT STARTED", reason=why))
                         break
-        finally:
-            undo_signals()
-            monitoring.close()  # before the stack: its scrape targets
-            if self.stack is not None:
-                self.stack.down()
-            self.journal.write()
         return exit_code(self.runs)
 
     def _monitoring(self) -> AbstractContextManager[Any]:
@@ -160,13 +149,12 @@ class GameDay:
         return nullcontext(AlertMonitor(mon, None, None, "no monitoring section" if mon is None else
                                         "embedded monitoring needs `chaos gameday` to start it"))
 
-    def _start_stack(self) -> None:
-        if self.env.embedded == "none":
-            return
+    def _start_stack(self, env: Any) -> Any:
+        """The session's start_stack for an embedded environment: the one the face handed in."""
         if self.start_stack is None:
-            raise ConfigError(f"environment {self.env.name}: embedded: {self.env.embedded} needs the stand-ins started "
+            raise ConfigError(f"environment {env.name}: embedded: {env.embedded} needs the stand-ins started "
                               "(run the game day with `chaos gameday`, which starts them)")
-        self.stack = self.start_stack(self.env)
+        return self.start_stack(env)
 
 
 # the game day's exit code: the first of these that any experiment ended with

@@ -93,7 +93,7 @@ class _Server:
                 code = self.proc.returncode
                 self.stop()
                 raise StackError(f"{self.component} exited with {code} at start: {self.log_tail()}")
-            if _get_ok(self.url + self.ready_path):
+            if http_ok(self.url + self.ready_path):
                 return self
             time.sleep(0.1)
         self.stop()
@@ -222,7 +222,8 @@ class EmbeddedMonitoring:
         self.down()
 
 
-def _get_ok(url: str) -> bool:
+def http_ok(url: str) -> bool:
+    """Whether a GET of the URL answers 200 within 2 s (any error: False)."""
     try:
         with urllib.request.urlopen(url, timeout=2.0) as r:
             return bool(r.status == 200)

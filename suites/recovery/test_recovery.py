@@ -23,23 +23,15 @@ import pytest
 from chaos import (
     AlertMonitor,
     Fault,
+    RecoveryRun,
     Scenario,
     StackHandle,
     SummaryCollector,
-    accounting_verdict,
-    add_recovery,
-    budgets,
     check_restart_policy,
-    fault_allowance,
-    fault_happened,
     faults,
     hurt_params,
-    latency_table,
     plan,
-    recovery_verdict,
     requires,
-    served_by,
-    steady_seen,
 )
 from chaos import (
     evidence as rep,
@@ -73,95 +65,27 @@ def make_fault(kind: str, stack: StackHandle, name: str) -> Fault:
     raise ValueError(kind)
 
 
-def engine_timeout_s(stack: StackHandle, name: str) -> float:
-    """How long the engine waits on a frozen or cut-off rank before it dies (then its supervisor restarts it)."""
-    return budgets.engine_timeout(stack.env.target(name))[0]
-
-
 # instantaneous faults are over once injected; lasting ones are held until the engine has died
 INSTANT = {"gpu-driver-reset", "crash-sigkill", "engine-death-exit0"}
 
 
 def run_recovery(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector,
         monitoring: AlertMonitor, kind: str | None, load: str, name: str) -> None:
-    env = stack.env
-    rep.labels(epic="Resilience", feature="Recovery", story=kind or "baseline", suite="recovery")
-    rep.title(f"{kind or 'no fault (baseline)'} on {name} under {load} load")
-    sc = scenario(f"{kind or 'baseline'}-{name}-{load}", hurt=[name])
-    sc.observe(stack.direct_url(name))
-    sc.observe(env.endpoints.api, source="api")
-    with sc.phase("start load", profile=load):
-        # long enough for the slowest allowed recovery plus the steady-state windows after it
-        rate: dict[str, Any] = {"rate": env.load.rate_per_s} if load == "poisson" else {}
-        sc.start_load(duration_s=2 * env.slas.recovery_s + 4 * sc.scaled(30) + 60, **LOADS[load], **rate)
-    sc.steady_state(2.0)
-    alerts = monitoring.watch(kind)  # the team's alerts: what this fault must page (monitoring.expect)
-    target = stack.target(name)
-    restarts_before = target.restart_count()
-    evidence: dict[str, Any] = {}
+    """`kind` on target `name` under `load` (None: the baseline, same load and observers, no fault): the
+    replica heals itself within the SLAs, nothing lost beyond the fault's allowance, the alerts saw it."""
+    run = RecoveryRun(stack, scenario, monitoring, kind, name, load)  # observes the replica and the API
+    run.start_load(**LOADS[load])
     if kind is None:
-        sc.wait(sc.scaled(20), "no fault: same load, same observers")
-        t_inject = t_end = time.time()
+        run.no_fault()
     else:
-        fault = make_fault(kind, stack, name)
-        t_inject = time.time()
-        info = sc.inject(fault)
-        # the stack must heal itself: recovery counts from the moment the fault had taken effect (a
-        # restart's inject returns once the old process is gone: a probe the old process answered while
-        # it was terminating is not a recovery; at time_scale 1.0 one read 0.04 s for a 620 s restart)
-        t_end = time.time()
-        alerts.took_effect(t_end)
-        evidence = dict(getattr(fault, "evidence", {}) or {}, **(info or {}))
-        if kind not in INSTANT:
-            # hold until the engine has died of the timeout (its supervisor restarts it), then undo the cause
-            timeout = engine_timeout_s(stack, name)
-            with sc.phase("wait for the engine to die", timeout_s=timeout):  # its budget: chaos/budgets.py
-                sc.poll(lambda: target.restart_count() != restarts_before, timeout=timeout + 15, every=0.1)
-            evidence["engine_died_after_s"] = round(time.time() - t_inject, 2)
-        # the engine died of the fault and was replaced: the frozen rank or cut link's victim is gone
-        sc.revert(check=target.restart_count() == restarts_before)
-        try:
-            sc.wait_recovered(t_end, env.slas.recovery_s * 2)
-        except AssertionError:
-            check_restart_policy(target, env.target(name), lambda: stack.serves(stack.direct_url(name)),
-                                 wait_s=0.1)  # names the policy if that is why
-            raise
-        alerts.recovered()
-    window = sc.scaled(30)
-    # one full rolling window after recovery at least; longer while the hurt replica's traffic is not
-    # yet judged steady, up to the steady-state SLA
-    sc.observe_steady(t_end, at_least_s=2 * window + 1, until=t_end + env.slas.steady_state_s + window,
-                      steady=lambda recs: steady_seen(served_by(recs, name), t_end, window, env.slas))
-    alerts.settle()  # under the same load: each expected alert fires, pages and clears, or its time runs out
-    records = sc.stop_load()
-    stack.attribute_replicas(records)  # which replica served each request, where no pool header said so
-    restarts = target.restart_count() - restarts_before
-    stage1 = []
-    if kind is not None:
-        if kind == "gpu-driver-reset":  # the restart's own count: a supervisor's is not what it raised
-            checks: dict[str, Callable[..., bool]] = {
-                "restart_count": lambda n, b=restarts_before: n is not None and n > b}
-        else:
-            checks = {"restarts_seen": lambda n: n >= 1}
-        evidence["restarts_seen"] = restarts
-        stage1 = [fault_happened(evidence, **checks)]
-    # replica-level recovery: its own probes and the traffic it served (others may cover for it meanwhile)
-    # GPU memory judged on each of the hurt target's GPUs; no fault here touches the GPU itself (the driver
-    # reset is a container restart), so any Xid new during the scenario fails it (expected_xids None)
-    rv = recovery_verdict((t_inject, t_end), sc.timeline, served_by(records, name), env.slas, restarts=restarts,
-                          crash=kind in ("crash-sigkill", "gpu-driver-reset"), steady_window_s=window, target=name,
-                          fault=kind)
-    # the fault may cost what it held when it struck (to the engine's death) plus the error budget
-    t_dead = t_inject + float(evidence.get("engine_died_after_s", 0.0))
-    allowance = fault_allowance(records, (t_inject, t_dead) if kind is not None else None, env.slas.error_budget)
-    av = accounting_verdict(records, stack.server_log(records=records), failed_max=allowance)
-    rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
-    add_recovery(summary, rv, av, fault=kind is not None, target=name)
-    if stage1:
-        sc.judge("the fault really happened", stage1)
-    sc.judge("the system behaved", [rv, av])
-    # a fault that did not happen is no missed alert: stage 1 decides whether a silence counts
-    sc.judge("the monitoring saw it", [alerts.verdict(fault_proven=all(v.ok for v in stage1), timeline=sc.timeline)])
+        # lasting faults are held until the engine died of its timeout (its supervisor restarts it), then undone;
+        # a driver reset is proven by its own restart count (a supervisor's restart is not what it raised)
+        run.inject(make_fault(kind, stack, name), lasting=kind not in INSTANT,
+                   crash=kind in ("crash-sigkill", "gpu-driver-reset"),
+                   proof="restart_count" if kind == "gpu-driver-reset" else "restarts_seen")
+        run.wait_recovered()  # the stack must heal itself, from the moment the fault had taken effect
+    run.observe_steady()  # a full rolling window after recovery at least, up to the steady-state SLA
+    run.judge(summary)  # the fault happened; recovered within the SLAs, nothing lost; the alerts saw it
 
 
 # the matrix: every fault under steady load; the restart and crash faults under Poisson arrivals too

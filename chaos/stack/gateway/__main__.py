@@ -8,22 +8,11 @@ import os
 import sys
 from dataclasses import replace
 
-from chaos.errors import ChaosError, ConfigError
+from chaos.errors import ChaosError
 from chaos.signing import key_from_env
 from chaos.stack.gateway.app import GatewaySettings, run
-from chaos.stack.gateway.proxy import Replica
+from chaos.stack.gateway.proxy import parse_replica
 from chaos.stack.gateway.rules import DefaultRules
-
-
-def _replica(spec: str, pool: str, i: int) -> Replica:
-    name, sep, url = spec.partition("=")
-    if not sep:
-        name, url = f"{pool}-{i}", spec
-    if "://" not in url:
-        url = "http://" + url
-    if not url.startswith(("http://", "https://")) or url.endswith("://"):
-        raise ConfigError(f"--{pool}: expected [NAME=]http://HOST:PORT, got {spec!r}")
-    return Replica(name, url.rstrip("/"), pool)
 
 
 def parse(argv: list[str]) -> tuple[GatewaySettings, str]:
@@ -47,8 +36,8 @@ def parse(argv: list[str]) -> tuple[GatewaySettings, str]:
     rules = replace(DefaultRules(), **{k: getattr(a, k) for k in (
         "canary_weight", "window_s", "min_calls", "open_wait_s", "hmac_key_env", "normalize_unicode")
         if getattr(a, k) is not None})
-    replicas = [_replica(s, "stable", i) for i, s in enumerate(a.stable, 1)]
-    replicas += [_replica(s, "canary", i) for i, s in enumerate(a.canary, 1)]
+    replicas = [parse_replica(s, "stable", i) for i, s in enumerate(a.stable, 1)]
+    replicas += [parse_replica(s, "canary", i) for i, s in enumerate(a.canary, 1)]
     extra = {k: getattr(a, k) for k in ("leak_hour_s", "scrape_interval_s") if getattr(a, k)}
     return GatewaySettings(replicas=replicas, policy=rules, listen=a.listen, admin_token=a.admin_token,
                            hmac_key=key_from_env(rules.hmac_key_env) if rules.hmac_key_env else None,

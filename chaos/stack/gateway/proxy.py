@@ -24,6 +24,7 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
+from chaos.errors import ConfigError
 from chaos.signing import NonceCache, SignatureError, verify
 from chaos.stack.gateway.normalize import normalize_body
 from chaos.stack.gateway.policy import CANARY, POOLS, STABLE, GatewayPolicy, is_oom
@@ -61,6 +62,18 @@ class Replica:
     name: str
     url: str
     pool: str = STABLE
+
+
+def parse_replica(spec: str, pool: str, i: int) -> Replica:
+    """The replica a `[NAME=]URL` flag names (the i-th of its pool: `POOL-i` when it has no name)."""
+    name, sep, url = spec.partition("=")
+    if not sep:
+        name, url = f"{pool}-{i}", spec
+    if "://" not in url:
+        url = "http://" + url
+    if not url.startswith(("http://", "https://")) or url.endswith("://"):
+        raise ConfigError(f"--{pool}: expected [NAME=]http://HOST:PORT, got {spec!r}")
+    return Replica(name, url.rstrip("/"), pool)
 
 
 def error_json(status: int, message: str, kind: str) -> bytes:

@@ -1,0 +1,221 @@
+"""A breaker tier, step by step: load through the gateway until the canary's breaker window is full, a fault
+sized from the environment's own `breaker:` policy on the canaries, hold, revert, recovery (operator reset,
+held to the end, or half-open probing back to closed), then the verdicts: the fault happened, the breaker
+reached the tier the policy gives (spec vs observed, or the anomaly rule), nothing lost, the alerts saw it."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from chaos.faults import AllOf
+from chaos.observe.gateway import GatewayStateObserver
+from chaos.report import allure as rep
+from chaos.report.summary import add_breaker
+from chaos.report.timeline import plot_breaker
+from chaos.suite import fault_proof, gateway_admin
+from chaos.verify import gateway_state
+from chaos.verify.accounting import accounting_verdict
+from chaos.verify.anomaly import anomaly_verdict, observed_anomaly
+from chaos.verify.breaker import analyze, degrade_recovery_s
+from chaos.verify.breaker_sizes import Size, sizes, why_not, window_target
+from chaos.verify.breaker_table import spec_vs_observed, write_table
+from chaos.verify.verdict import Verdict
+
+if TYPE_CHECKING:
+    from chaos.faults import Fault
+    from chaos.fixtures.stack import StackHandle
+    from chaos.observe.alert_watch import AlertMonitor
+    from chaos.report.summary import SummaryCollector
+    from chaos.scenario import Scenario
+
+
+def _skip(why: str) -> None:
+    import pytest
+
+    pytest.skip(why)
+
+
+class BreakerTier:
+    """One breaker scenario (`name`, one of BREAKER_SIZE_NAMES) on the stack's canaries, step by step."""
+
+    def __init__(self, stack: StackHandle, scenario: Callable[..., Scenario], monitoring: AlertMonitor,
+                 name: str) -> None:
+        """Skips where the canary cannot get the calls per window this tier needs; else a scenario with the
+        gateway's state watched (its metric; its admin API where it has one) beside the black-box verdict."""
+        self.stack, self.name, self.monitoring = stack, name, monitoring
+        env = stack.env
+        self.policy = env.breaker
+        self.size: Size = sizes(self.policy)[name]
+        self.admin = bool(env.endpoints.gateway_admin)
+        self.kind = env.gateway.kind if env.gateway else "external"
+        self._enough_canary_traffic()
+        self.canaries = stack.targets_in("canary")
+        rep.labels(epic="Resilience", feature="Circuit breaker", story=name, suite="breaker")
+        rep.title(f"{name}: {self.size.label()} on the canary -> expect {self.size.expect} ({self.kind} gateway)")
+        self.sc = sc = scenario(f"breaker-{name}", hurt=self.canaries)
+        sc.observe(env.endpoints.api)
+        gateway_state.watch(sc, env)  # the gateway's own state metric, shown beside the black-box verdict
+        self.obs: GatewayStateObserver | None = None
+        if env.endpoints.gateway_admin:
+            token = env.gateway.admin_token if env.gateway else None
+            self.obs = sc.add_observer(GatewayStateObserver(env.endpoints.gateway_admin, sc.timeline, token=token).start())
+        self.fault: Fault | None = None
+        self.load_t0 = self.t0 = self.t1 = self.until = 0.0
+
+    def start_load(self, *, users: int, duration_s: float) -> None:
+        """Closed-loop users through the gateway, then steady state for half a breaker window (3 s at least)."""
+        with self.sc.phase("start load"):
+            self.load_t0 = time.time()
+            self.sc.start_load(duration_s=duration_s, users=users)
+        self.sc.steady_state(max(3.0, self.policy.window_s * 0.5))
+
+    def fill_canary_window(self) -> None:
+        """Hold the steady state until the canary's window holds the calls this tier needs.
+
+        Skips where the calls it holds then cannot tell the tiers apart."""
+        calls = self._canary_window_full(window_target(self.policy, self.size))
+        if (why := why_not(self.policy, self.size, calls)) is not None:
+            _skip(why)
+
+    def inject(self, faults: Sequence[Fault]) -> None:
+        """The faults, all at once (the breaker sees them as one); the alerts' clock starts."""
+        self.fault = AllOf(faults)
+        self.alerts = self.monitoring.watch(self.name)  # what this scenario must page (monitoring.expect)
+        self.t0 = time.time()
+        self.sc.inject(self.fault)
+        self.alerts.took_effect()
+
+    def hold(self) -> None:
+        """Hold the fault for the size's hold_s; a rollback for half a window more (the canary stays out)."""
+        self.sc.hold(self.size.hold_s)
+        if self.size.expect == "rollback":
+            self.sc.wait(self.policy.window_s * 0.5, "canary must stay out until an operator reset")
+
+    def revert(self) -> None:
+        """Undo the faults; the alerts' recovery clock starts."""
+        self.sc.revert()
+        self.t1 = self.until = time.time()
+        self.alerts.recovered(self.t1)
+
+    def recover(self) -> None:
+        """Recovery: the operator reset (a rollback), or half-open probing until the canary is closed and stays so.
+
+        A rollback is still out half a window after the revert, then reset where the gateway has an admin API, or
+        held to the scenario's end where it has none."""
+        sc, policy = self.sc, self.policy
+        if self.size.expect == "rollback" and self.admin:
+            sc.wait(policy.window_s * 0.5, "hold after revert: still rolled back")
+            self.until = time.time()
+            with sc.phase("operator reset"):
+                gateway_admin(self.stack, "POST", "/admin/reset")
+        if self.size.expect == "rollback" and not self.admin:
+            # no reset ends it: held to the scenario's end, longer than any degrade may stay out, or
+            # a timed ban (nginx's fail_timeout) that began late in the fault passes for a rollback
+            sc.wait(degrade_recovery_s(policy), "no operator reset: still rolled back at the scenario's end")
+            self.until = time.time()
+        else:
+            with sc.phase("recovery: half-open probing, then closed"):
+                if self.obs is not None:
+                    self._wait_closed()
+                else:  # no state to read: watch for as long as the policy gives a recovery
+                    sc.wait(policy.window_s + 2 * policy.open_wait_s + policy.reaction_allowance_s)
+                sc.wait(policy.window_s * 0.5)
+
+    def judge(self, summary: SummaryCollector) -> None:
+        """Stop the load and judge: the fault happened; the breaker's tier and timing; the alerts saw it.
+
+        The breaker stage holds the spec-vs-observed table (or the anomaly rule) and the accounting (nothing lost);
+        the table goes to breaker-tables.jsonl, the timeline plot to the report."""
+        sc, stack, policy, expect = self.sc, self.stack, self.policy, self.size.expect
+        assert self.fault is not None, "judge() after inject()"
+        self.alerts.settle()  # under the same load: each expected alert fires, pages and clears, or its time runs out
+        records = sc.stop_load()
+        stack.attribute_replicas(records)  # which replica served each request, where no pool header said so
+        attempts = stack.upstream_attempts(self.load_t0, time.time()) or records
+        stage1 = fault_proof(self.fault)
+        verdicts: list[Verdict] = [accounting_verdict(records, stack.server_log(records=records))]
+        analysis = analyze(attempts, policy, baseline_until=self.t0)
+        try:
+            if expect == "anomaly":
+                states = sc.timeline.series("gateway", "pool_state") if self.admin else None
+                verdicts.insert(0, anomaly_verdict(attempts, policy, self.t0, self.t1, self.name, state_samples=states))
+                observed = observed_anomaly(verdicts[0])
+            else:
+                table, seen, analysis = spec_vs_observed(attempts, records, policy, expect=expect,
+                                                         fault=(self.t0, self.t1), until=self.until, gateway=self.kind)
+                write_table(Path(stack.env.state_dir) / "breaker-tables.jsonl", self.name, self.kind, expect, table, seen)
+                verdicts.insert(0, table)
+                observed = seen.tier
+        finally:
+            analysis.to_timeline(sc.timeline)
+            png = plot_breaker(sc.timeline, [(c.t, c.kind) for c in analysis.crossings], attempts,
+                               title=f"breaker: {self.name} ({self.kind})")
+            rep.attach_png(png, "breaker timeline")
+        add_breaker(summary, self.name, observed=observed, expected=expect)
+        gateway_state.beside(verdicts[0], observed, sc, stack.env, (self.t0, self.t1), self.until)
+        sc.judge("the fault really happened", [stage1])
+        sc.judge("the breaker behaved", verdicts)
+        sc.judge("the monitoring saw it", [self.alerts.verdict(fault_proven=stage1.ok, timeline=sc.timeline)])
+
+    def _enough_canary_traffic(self) -> None:
+        """Skip early where even the capacity measured at warm-up cannot give the canary the calls per
+        window that the tier needs (errors and latency: more calls never hurt those)."""
+        p, rate = self.policy, self.stack.capacity_rps()
+        if rate is None or self.size.kind not in ("errors", "latency"):
+            return
+        if (why := why_not(p, self.size, int(rate * p.canary_weight * p.window_s))) is not None:
+            _skip(f"{why}; at most, from {rate:.1f} req/s measured at warm-up x canary_weight {p.canary_weight:g}")
+
+    def _canary_calls(self) -> int:
+        """Calls in the canary's breaker window: the gateway's own count where it has an admin API, else
+        the calls its fault proxies passed (all of them: a health check is a call too, 1/s at most)."""
+        if self.admin:
+            return int(gateway_admin(self.stack, "GET", "/admin/state")["pools"]["canary"]["window"]["calls"])
+        return sum(int(self.stack.fault_proxy(n).health().get("requests", 0)) for n in self.canaries)
+
+    def _canary_window_full(self, target: int) -> int:
+        """Hold the steady state until the canary's breaker window holds `target` calls (or 2 windows
+        have passed); the calls it holds then.
+
+        The fixture resets the gateway, so its window starts empty. A fault injected before the window
+        is full is judged on the calls that arrive during the fault, and a stall or an error slows
+        those (closed-loop users wait on the canary): on the lab, the canary's window held 130 calls at
+        inject (17 req/s for 7.5 s), the stalled canary then got 3 req/s, and the breaker could decide
+        only after the fault was reverted. Without an admin API the window is the proxies' count over
+        the last window_s (a gateway that still bans the canary from the last test has not filled it)."""
+        p = self.policy
+        seen: list[tuple[float, int]] = []
+        calls = [0]
+
+        def full() -> bool:
+            now, total = time.monotonic(), self._canary_calls()
+            seen.append((now, total))
+            if not self.admin:
+                older = [c for t, c in seen if t <= now - p.window_s]
+                calls[0] = total - older[-1] if older else 0
+            else:
+                calls[0] = total
+            return calls[0] >= target
+
+        with self.sc.phase(f"steady state: the canary's breaker window holds {target} calls"):
+            self.sc.poll(full, timeout=2 * p.window_s, every=0.5)
+        return calls[0]
+
+    def _wait_closed(self) -> None:
+        """Until the gateway's canary breaker is closed and STAYS closed: right after the revert the window
+        still holds the fault's errors and may trip once more, a moment after the observer last read it."""
+        policy, obs = self.policy, self.obs
+        assert obs is not None
+        settle = min(policy.window_s, 5.0)
+        closed_since: list[float | None] = [None]
+
+        def settled() -> bool:
+            if obs.states.get("canary") != "closed":
+                closed_since[0] = None
+            elif closed_since[0] is None:
+                closed_since[0] = time.time()
+            return closed_since[0] is not None and time.time() - closed_since[0] >= settle
+
+        self.sc.poll(settled, timeout=policy.window_s + 8 * policy.open_wait_s + policy.reaction_allowance_s, every=0.2)

@@ -1,0 +1,148 @@
+"""A replica's recovery, step by step: load (closed-loop users or Poisson arrivals), a fault on one target (or
+none: the baseline under the same load and observers), held where it lasts until the engine died of it, the
+stack healing itself, a steady window after, then the verdicts: the fault happened, the replica recovered
+within the SLAs with nothing lost beyond the fault's allowance, the alerts saw it (and the baseline paged
+nobody)."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from chaos import budgets
+from chaos.report import allure as rep
+from chaos.report.summary import add_recovery
+from chaos.report.tables import latency_table
+from chaos.suite import fault_happened
+from chaos.verify.accounting import accounting_verdict, fault_allowance
+from chaos.verify.recovery import recovery_verdict, served_by, steady_seen
+from chaos.verify.restart_policy import check_restart_policy
+from chaos.verify.verdict import Verdict
+
+if TYPE_CHECKING:
+    from chaos.faults import Fault
+    from chaos.fixtures.stack import StackHandle
+    from chaos.observe.alert_watch import AlertMonitor
+    from chaos.report.summary import SummaryCollector
+    from chaos.scenario import Scenario
+
+
+class RecoveryRun:
+    """One recovery scenario: fault `kind` (None: the no-fault baseline) on target `name` under load `load`."""
+
+    def __init__(self, stack: StackHandle, scenario: Callable[..., Scenario], monitoring: AlertMonitor,
+                 kind: str | None, name: str, load: str) -> None:
+        """The scenario, observing the hurt replica directly and the API in front of it."""
+        self.stack, self.monitoring, self.kind, self.name, self.load = stack, monitoring, kind, name, load
+        self.env = env = stack.env
+        rep.labels(epic="Resilience", feature="Recovery", story=kind or "baseline", suite="recovery")
+        rep.title(f"{kind or 'no fault (baseline)'} on {name} under {load} load")
+        self.sc = sc = scenario(f"{kind or 'baseline'}-{name}-{load}", hurt=[name])
+        sc.observe(stack.direct_url(name))
+        sc.observe(env.endpoints.api, source="api")
+        self.target = stack.target(name)
+        self.evidence: dict[str, Any] = {}
+        self.t_inject = self.t_end = 0.0
+        self.crash = False
+        self.proof = "restarts_seen"
+
+    def start_load(self, **profile: Any) -> None:
+        """The load, long enough for the slowest allowed recovery plus the steady windows after it.
+
+        `profile`: Scenario.start_load's overrides (shape "rate": arrivals at the environment's load.rate_per_s).
+        Then steady state, the alerts' watch and the target's restart count before anything is done to it."""
+        sc, env = self.sc, self.env
+        with sc.phase("start load", profile=self.load):
+            rate: dict[str, Any] = {"rate": env.load.rate_per_s} if profile.get("shape") == "rate" else {}
+            sc.start_load(duration_s=2 * env.slas.recovery_s + 4 * sc.scaled(30) + 60, **profile, **rate)
+        sc.steady_state(2.0)
+        self.alerts = self.monitoring.watch(self.kind)  # what this fault must page (monitoring.expect)
+        self.restarts_before = self.target.restart_count()
+
+    def no_fault(self) -> None:
+        """The baseline: the same load and observers for as long as a fault's scenario would hurt."""
+        self.sc.wait(self.sc.scaled(20), "no fault: same load, same observers")
+        self.t_inject = self.t_end = time.time()
+
+    def inject(self, fault: Fault, *, lasting: bool, crash: bool, proof: str = "restarts_seen") -> None:
+        """Inject `fault`; a `lasting` one is held until the engine died of it, then undone.
+
+        Lasting: a frozen rank or a cut link, held until the engine's timeout killed it (its supervisor restarts
+        it). `crash`: the replica's process died (recovery judges a crash); `proof`: the stage-1 evidence,
+        "restarts_seen" (any restart seen) or "restart_count" (the fault's own count rose: a supervisor's
+        restart is not what a restart fault raised)."""
+        sc, target = self.sc, self.target
+        self.crash, self.proof = crash, proof
+        self.t_inject = time.time()
+        info = sc.inject(fault)
+        # the stack must heal itself: recovery counts from the moment the fault had taken effect (a
+        # restart's inject returns once the old process is gone: a probe the old process answered while
+        # it was terminating is not a recovery; at time_scale 1.0 one read 0.04 s for a 620 s restart)
+        self.t_end = time.time()
+        self.alerts.took_effect(self.t_end)
+        self.evidence = dict(getattr(fault, "evidence", {}) or {}, **(info or {}))
+        if lasting:
+            timeout = budgets.engine_timeout(self.env.target(self.name))[0]
+            with sc.phase("wait for the engine to die", timeout_s=timeout):  # its budget: chaos/budgets.py
+                sc.poll(lambda: target.restart_count() != self.restarts_before, timeout=timeout + 15, every=0.1)
+            self.evidence["engine_died_after_s"] = round(time.time() - self.t_inject, 2)
+        # the engine died of the fault and was replaced: the frozen rank or cut link's victim is gone
+        sc.revert(check=target.restart_count() == self.restarts_before)
+
+    def wait_recovered(self) -> None:
+        """Until the replica serves again, twice the recovery SLA at most.
+
+        If it never does, the failure names the restart policy where that is why."""
+        stack, name = self.stack, self.name
+        try:
+            self.sc.wait_recovered(self.t_end, self.env.slas.recovery_s * 2)
+        except AssertionError:
+            check_restart_policy(self.target, self.env.target(name), lambda: stack.serves(stack.direct_url(name)),
+                                 wait_s=0.1)  # names the policy if that is why
+            raise
+        self.alerts.recovered()
+
+    def observe_steady(self) -> None:
+        """Observe one full rolling window after recovery at least, up to the steady-state SLA.
+
+        Longer than one window while the hurt replica's traffic is not yet judged steady."""
+        sc, slas, t_end, name = self.sc, self.env.slas, self.t_end, self.name
+        self.window = window = sc.scaled(30)
+        sc.observe_steady(t_end, at_least_s=2 * window + 1, until=t_end + slas.steady_state_s + window,
+                          steady=lambda recs: steady_seen(served_by(recs, name), t_end, window, slas))
+
+    def judge(self, summary: SummaryCollector) -> None:
+        """Stop the load and judge: the fault happened, the replica recovered, nothing lost, the alerts saw it.
+
+        Stage 1: the fault's proof and the restarts seen. Then recovery within the SLAs (its probes and the traffic
+        it served) and the accounting (nothing lost beyond the fault's allowance); then the alerts."""
+        sc, stack, env, name, kind = self.sc, self.stack, self.env, self.name, self.kind
+        self.alerts.settle()  # under the same load: each expected alert fires, pages and clears, or its time runs out
+        records = sc.stop_load()
+        stack.attribute_replicas(records)  # which replica served each request, where no pool header said so
+        restarts = self.target.restart_count() - self.restarts_before
+        stage1: list[Verdict] = []
+        if kind is not None:
+            if self.proof == "restart_count":
+                checks: dict[str, Callable[..., bool]] = {
+                    "restart_count": lambda n, b=self.restarts_before: n is not None and n > b}
+            else:
+                checks = {"restarts_seen": lambda n: n >= 1}
+            self.evidence["restarts_seen"] = restarts
+            stage1 = [fault_happened(self.evidence, **checks)]
+        # replica-level recovery: its own probes and the traffic it served (others may cover for it meanwhile)
+        # GPU memory judged on each of the hurt target's GPUs; no fault here touches the GPU itself (the driver
+        # reset is a container restart), so any Xid new during the scenario fails it (expected_xids None)
+        rv = recovery_verdict((self.t_inject, self.t_end), sc.timeline, served_by(records, name), env.slas,
+                              restarts=restarts, crash=self.crash, steady_window_s=self.window, target=name, fault=kind)
+        # the fault may cost what it held when it struck (to the engine's death) plus the error budget
+        t_dead = self.t_inject + float(self.evidence.get("engine_died_after_s", 0.0))
+        allowance = fault_allowance(records, (self.t_inject, t_dead) if kind is not None else None, env.slas.error_budget)
+        av = accounting_verdict(records, stack.server_log(records=records), failed_max=allowance)
+        rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
+        add_recovery(summary, rv, av, fault=kind is not None, target=name)
+        if stage1:
+            sc.judge("the fault really happened", stage1)
+        sc.judge("the system behaved", [rv, av])
+        # a fault that did not happen is no missed alert: stage 1 decides whether a silence counts
+        sc.judge("the monitoring saw it", [self.alerts.verdict(fault_proven=all(v.ok for v in stage1), timeline=sc.timeline)])
