@@ -123,6 +123,20 @@ def test_unicode_normalization_guards_the_tokenizer(stack: StackHandle, extra_ga
         for n in names:
             stack.target(n).wait_healthy(env.slas.recovery_s)
     died = {n: stack.target(n).restart_count() - restarts[n] for n in names}
+    v, crashes, failed = _crash_verdict(normalize, statuses, died, fired)
+    summary.add("inputs", **{f"tokenizer_deaths_{'nfkc' if normalize else 'raw'}": sum(died.values()),
+                             f"tokenizer_crashes_{'nfkc' if normalize else 'raw'}": crashes})
+    if not normalize:
+        rep.attach_text("Negative control: without NFKC normalization the tokenizer-crash fault fired "
+                        f"{crashes} time(s) (replica deaths {json.dumps(died)}, engine-plugin processes {json.dumps(fired)}, "
+                        f"{len(failed)} prompt(s) failed); the suite caught it.", "negative control")
+    judge("the replicas' fate", [v])
+
+
+def _crash_verdict(normalize: bool, statuses: list[int], died: dict[str, int],
+                   fired: dict[str, int]) -> tuple[Verdict, int, list[int]]:
+    """The replicas' fate under the corpus: crashes (deaths plus plugin firings) and failed prompts, 0 with
+    NFKC; without it at least one crash (the negative control), deaths and failures shown."""
     crashes = sum(died.values()) + sum(fired.values())
     failed = [s for s in statuses if not 200 <= s < 300]
     v = Verdict("replicas under the emoji corpus")
@@ -134,10 +148,4 @@ def test_unicode_normalization_guards_the_tokenizer(stack: StackHandle, extra_ga
           sum(died.values()) == 0 if normalize else None, "real vLLM answers a tokenizer crash with a 4xx and lives")
     v.add("prompts_failed", 0 if normalize else "shown", len(failed), not failed if normalize else None,
           f"statuses {sorted(set(statuses))}")
-    summary.add("inputs", **{f"tokenizer_deaths_{'nfkc' if normalize else 'raw'}": sum(died.values()),
-                             f"tokenizer_crashes_{'nfkc' if normalize else 'raw'}": crashes})
-    if not normalize:
-        rep.attach_text("Negative control: without NFKC normalization the tokenizer-crash fault fired "
-                        f"{crashes} time(s) (replica deaths {json.dumps(died)}, engine-plugin processes {json.dumps(fired)}, "
-                        f"{len(failed)} prompt(s) failed); the suite caught it.", "negative control")
-    judge("the replicas' fate", [v])
+    return v, crashes, failed
