@@ -42,6 +42,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def ephemeral_port_low() -> int:
+    """The first port of the kernel's ephemeral range: a fixed port above it can be taken (or held in
+    TIME_WAIT) by any outgoing connection between a free-port check and the listen."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
 def _docker_reason() -> str | None:
     try:
         import docker

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from chaos.pytest_plugin import require_component
-from tests._support import REPO, toxiproxy_binary
+from tests._support import REPO, ephemeral_port_low, toxiproxy_binary
 
 EXAMPLE = REPO / "examples" / "own-suite"
 
@@ -42,7 +42,7 @@ def _free_offset(*env_files: Path) -> int:
                 except OSError:
                     return False
             return True
-        if all(free(p + offset) for p in ports):
+        if max(ports) + offset < ephemeral_port_low() and all(free(p + offset) for p in ports):
             return offset
     pytest.fail(f"no port offset left every one of {len(ports)} ports free")
 
