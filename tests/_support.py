@@ -51,6 +51,18 @@ def ephemeral_port_low() -> int:
         return 32768  # Linux's default
 
 
+def rules_without(rules: Path, alert: str, dest: Path) -> Path:
+    """A copy of the rule file `rules` in folder `dest` with alert `alert` removed (a blind spot to plant)."""
+    import yaml
+
+    doc = yaml.safe_load(rules.read_text())
+    for g in doc["groups"]:
+        g["rules"] = [r for r in g["rules"] if r.get("alert") != alert]
+    out = dest / f"without-{alert}.rules.yml"
+    out.write_text(yaml.safe_dump(doc))
+    return out
+
+
 def _docker_reason() -> str | None:
     try:
         import docker

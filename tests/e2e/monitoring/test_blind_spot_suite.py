@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
+from tests._support import rules_without
 from tests.standins.gateway.test_breaker_suite_policy import _free_offset
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -24,11 +24,7 @@ def test_without_the_rollback_alert_the_4_percent_scenario_fails_with_a_blind_sp
     from chaos.fixtures.monitoring import monitoring_missing
     from chaos.pytest_plugin import require_component
 
-    doc = yaml.safe_load(RULES.read_text())
-    for g in doc["groups"]:
-        g["rules"] = [r for r in g["rules"] if r.get("alert") != "LLMErrorRateRollback"]
-    rules = tmp_path / "without-rollback.rules.yml"
-    rules.write_text(yaml.safe_dump(doc))
+    rules = rules_without(RULES, "LLMErrorRateRollback", tmp_path)
     text = (ROOT / "environments" / "local.yaml").read_text()
     for old, new in (("rule_files: [../examples/monitoring/rules/llm-serving.rules.yml]", f"rule_files: [{rules}]"),
                      ("state_dir: ../.state/local", "state_dir: .state")):

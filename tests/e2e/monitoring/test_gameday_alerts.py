@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests._support import require
+from tests._support import require, rules_without
 from tests.standins.gateway.test_breaker_suite_policy import _free_offset
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -80,12 +80,7 @@ def test_the_shipped_plan_sees_each_expected_alert_fire_page_and_resolve(tmp_pat
 
 
 def test_without_the_degrade_alert_the_4_percent_experiment_is_a_blind_spot(tmp_path: Path) -> None:
-    doc = yaml.safe_load(RULES.read_text())
-    for g in doc["groups"]:
-        g["rules"] = [r for r in g["rules"] if r.get("alert") != "LLMErrorRateDegrade"]
-    rules = tmp_path / "without-degrade.rules.yml"
-    rules.write_text(yaml.safe_dump(doc))
-    env_file, offset = local_copy(tmp_path, rules)
+    env_file, offset = local_copy(tmp_path, rules_without(RULES, "LLMErrorRateDegrade", tmp_path))
     plan = yaml.safe_load(PLAN.read_text())
     plan["experiments"] = [x for x in plan["experiments"] if x["name"] == "canary answers 4 % 500s"]
     plan_file = tmp_path / "errors-only.yaml"

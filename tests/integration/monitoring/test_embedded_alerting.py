@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from chaos.env import Environment
 from chaos.fixtures.monitoring import monitoring_missing
@@ -19,6 +18,7 @@ from chaos.observe.alert_watch import AlertMonitor
 from chaos.observe.alerts import WebhookReceiver
 from chaos.pytest_plugin import require_component
 from chaos.stack.monitoring import EmbeddedMonitoring
+from tests._support import rules_without
 
 RULES = Path(__file__).resolve().parents[3] / "examples" / "monitoring" / "rules" / "llm-serving.rules.yml"
 pytestmark = pytest.mark.slow
@@ -118,12 +118,7 @@ def test_four_percent_errors_page_both_tiers_and_clear(page: GatewayPage, tmp_pa
 
 
 def test_without_the_rollback_alert_the_fault_is_a_blind_spot(page: GatewayPage, tmp_path: Path) -> None:
-    doc = yaml.safe_load(RULES.read_text())
-    for g in doc["groups"]:
-        g["rules"] = [r for r in g["rules"] if r.get("alert") != "LLMErrorRateRollback"]
-    rules = tmp_path / "without-rollback.rules.yml"
-    rules.write_text(yaml.safe_dump(doc))
-    monitor, mon, rx = started(environment(page, rules, tmp_path))
+    monitor, mon, rx = started(environment(page, rules_without(RULES, "LLMErrorRateRollback", tmp_path), tmp_path))
     try:
         v = four_percent_on_the_canary(monitor, page, hold_s=15)
     finally:
