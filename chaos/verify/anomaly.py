@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from chaos.env.model import BreakerPolicy
 from chaos.load.records import RequestRecord
-from chaos.verify.breaker import analyze
+from chaos.verify.breaker import BreakerAnalysis, analyze, binom_cdf, default_pool_of
 from chaos.verify.upstream import attempts_source
 from chaos.verify.verdict import Verdict
 
@@ -29,12 +29,54 @@ def first_state_change(samples: Iterable[Sample], pool: str, since: float, until
     return None
 
 
+OPEN_STATES = ("open", "forced_open")
+# Where the gateway reports its own state, traffic_moved asks the direct question: while it said the
+# canary was open, did the canary's share of sends fall? One pre-set binomial test on that interval:
+# the scenario's false-alarm rate is this alpha, the same 0.1 % the scan over ~100 bins at
+# DRAIN_ALPHA gives. (The scan answers where no state is reported.)
+OPEN_DRAIN_ALPHA = 1e-3
+
+
+def open_interval(samples: Iterable[Sample], pool: str, since: float, until: float) -> tuple[float, float] | None:
+    """When the gateway's state for `pool` first went open in [since, until], and when it next left open
+    (half-open or closed; `until` where the samples end before)."""
+    start = None
+    for s in sorted(samples, key=lambda s: s.t):
+        if s.labels.get("pool") != pool or s.t < since:
+            continue
+        if start is None and s.value in OPEN_STATES and s.t <= until:
+            start = float(s.t)
+        elif start is not None and s.value not in OPEN_STATES:
+            return start, float(s.t)
+    return None if start is None else (start, max(until, start))
+
+
+def _moved_while_open(v: Verdict, a: BreakerAnalysis, attempts: Sequence[RequestRecord], span: tuple[float, float],
+                      canary: str) -> None:
+    """traffic_moved judged on the calls sent while the gateway said the canary was open: its share must
+    fall to a quarter of its baseline, by more than chance (one binomial test); too few calls to tell
+    a drain from chance even with none to the canary is "not proven", never a pass."""
+    start, end = span
+    sent = [r for r in attempts if start <= r.t_send < end and r.served_by]
+    n = len(sent)
+    k = sum(1 for r in sent if default_pool_of(r.served_by) == canary)
+    base, low = a.baseline_share, 0.25 * a.baseline_share
+    limit = f"<= {low:.1%} of calls (a quarter of the baseline {base:.1%}), p <= {OPEN_DRAIN_ALPHA:g}"
+    measured = None if n == 0 else round(k / n, 4)
+    detail = f"{k} of {n} calls sent in the {end - start:.1f} s the gateway held the canary open"
+    if n == 0 or binom_cdf(0, n, base) > OPEN_DRAIN_ALPHA:
+        v.not_proven("traffic_moved", limit, measured, f"{detail}: too few to tell a drain from chance")
+        return
+    v.add("traffic_moved", limit, measured, k / n <= low and binom_cdf(k, n, base) <= OPEN_DRAIN_ALPHA, detail)
+
+
 def anomaly_verdict(attempts: Sequence[RequestRecord], policy: BreakerPolicy, t0: float, t1: float, kind: str, *,
                     state_samples: Iterable[Sample] | None = None, canary: str = "canary") -> Verdict:
     """The trip: the gateway's state leaving 'closed' where its samples are given (an admin API), else
     the canary drained; it must come within the reaction allowance of the burst's third OOM (or of the
     fault, plus the leak window, for a leak), and not from the error-rate tier."""
     v = Verdict(f"anomaly trip ({kind})", window=(t0, t1))
+    state_samples = None if state_samples is None else list(state_samples)
     a = analyze(attempts, policy, baseline_until=t0)
     drained = a.first_move("drained", after=t0)
     if state_samples is not None:
@@ -56,8 +98,12 @@ def anomaly_verdict(attempts: Sequence[RequestRecord], policy: BreakerPolicy, t0
           tripped is not None and tripped - ref <= limit + 1.0,
           "canary breaker left 'closed' (gateway admin state)" if state_samples is not None
           else "canary drained (fault proxy logs)")
-    v.add("traffic_moved", "canary drained", None if drained is None else round(drained.t - t0, 2),
-          drained is not None, "canary share of upstream attempts fell")
+    span = open_interval(state_samples, canary, t0, t1 + policy.reaction_allowance_s) if state_samples is not None else None
+    if span is not None:
+        _moved_while_open(v, a, attempts, span, canary)
+    else:
+        v.add("traffic_moved", "canary drained", None if drained is None else round(drained.t - t0, 2),
+              drained is not None, "canary share of upstream attempts fell")
     v.add("error_rate_below_degrade", policy.degrade_error_rate, round(peak, 4), peak < policy.degrade_error_rate,
           "the trip came from the anomaly rule, not the error-rate tier")
     v.add("attempts_from", "replica side (fault proxies)", attempts_source(attempts), None,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from chaos.env.model import BreakerPolicy
@@ -54,9 +54,10 @@ class Crossing:
 class Move:
     """Traffic actually moved: the canary was drained from, or restored to, its share."""
 
-    t: float
+    t: float           # the start of the bin of sends it was seen in
     kind: str          # drained | restored
     share: float
+    bin_s: float = 1.0
 
 
 @dataclass
@@ -78,7 +79,13 @@ class BreakerAnalysis:
         return next((c for c in self.crossings if c.t >= after and (ks is None or c.kind in ks)), None)
 
     def first_move(self, kind: str, after: float = -math.inf) -> Move | None:
-        return next((m for m in self.moves if m.kind == kind and m.t >= after), None)
+        """The first `kind` move seen in a bin that reaches past `after`, its time no earlier than `after`.
+
+        Bins start at the first send, not at the fault: a gateway that trips 0.2 s after the fault
+        drains the bin that began 0.8 s before it, and a filter on the bin's start lost that drain (the
+        lab's oom-burst failed "traffic_moved: never" with the canary at 0.9 % while the gateway was open)."""
+        m = next((m for m in self.moves if m.kind == kind and m.t + m.bin_s > after), None)
+        return None if m is None else replace(m, t=max(m.t, after))
 
     def peak_error_rate(self, start: float = -math.inf, end: float = math.inf, min_calls: int | None = None) -> float:
         need = self.policy.min_calls if min_calls is None else min_calls
@@ -212,10 +219,10 @@ def analyze(records: Iterable[RequestRecord], policy: BreakerPolicy, *, canary: 
                     break
                 merged_n, merged_k = merged_n + bins[j][1], merged_k + bins[j][2]
             if merged_k / merged_n <= low and drained_by_more_than_noise(merged_k, merged_n, a.baseline_share, alpha):
-                a.moves.append(Move(t, "drained", s))
+                a.moves.append(Move(t, "drained", s, bin_s))
                 drained = True
         elif drained and s >= high:
-            a.moves.append(Move(t, "restored", s))
+            a.moves.append(Move(t, "restored", s, bin_s))
             drained = False
     last: dict[str, float] = {}
     for sample in sorted((s for s in metric_samples if s.name == policy.state_metric), key=lambda s: s.t):

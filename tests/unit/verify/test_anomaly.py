@@ -57,3 +57,51 @@ def test_the_anomaly_verdict_names_where_its_attempts_came_from():
     assert v.row("attempts_from").measured == "fault proxy: 1200 attempts from replica-c" and v.ok
     plain = anomaly_verdict(list(recs), BreakerPolicy(), 1020.0, 1040.0, "oom-burst")
     assert plain.row("attempts_from").measured == CLIENT_SIDE
+
+
+def _slow_traffic(open_from: float, open_to: float, rate: float) -> list[RequestRecord]:
+    """`rate` req/s for 60 s, every 5th to the canary except while the gateway held it open."""
+    out, i, t = [], 0, 0.0
+    while t < 60.0:
+        canary = i % 5 == 0 and not open_from <= t < open_to
+        out.append(RequestRecord(f"r{i}", 1, 1000 + t, e2e=0.1, status=200,
+                                 served_by="canary/replica-c" if canary else "stable/replica-a"))
+        i, t = i + 1, round(t + 1.0 / rate, 3)
+    return out
+
+
+def _open(start: float, end: float) -> list[SimpleNamespace]:
+    return [SimpleNamespace(t=1000 + start, value="open", labels={"pool": "canary"}),
+            SimpleNamespace(t=1000 + end, value="closed", labels={"pool": "canary"})]
+
+
+def test_a_drain_at_a_low_rate_is_judged_on_the_interval_the_gateway_held_it_open():
+    # the CI lab run: 6 req/s in all, the canary open 10 s with no call; five 1 s bins hold 30 calls,
+    # too few for the scan (0.8^30 = 1e-3 > 1e-5), but the 60 calls of the open interval decide it
+    policy = BreakerPolicy()
+    recs = _slow_traffic(25.2, 35.2, rate=6.0)
+    assert anomaly_verdict(recs, policy, 1020.0, 1040.0, "oom-burst").row("traffic_moved").ok is False
+    v = anomaly_verdict(recs, policy, 1020.0, 1040.0, "oom-burst", state_samples=_open(25.2, 35.2))
+    row = v.row("traffic_moved")
+    assert row.ok is True and row.measured == 0.0 and "60 calls" in row.detail, row.line()
+
+
+def test_open_but_still_served_fails_and_too_few_calls_is_not_proven():
+    policy = BreakerPolicy()
+    lie = anomaly_verdict(_slow_traffic(0.0, 0.0, rate=6.0), policy, 1020.0, 1040.0, "oom-burst",
+                          state_samples=_open(25.2, 35.2))
+    assert lie.row("traffic_moved").ok is False, "the gateway said open while the canary kept its share"
+    short = anomaly_verdict(_slow_traffic(25.2, 27.2, rate=6.0), policy, 1020.0, 1040.0, "oom-burst",
+                            state_samples=_open(25.2, 27.2))
+    row = short.row("traffic_moved")
+    assert row.ok is None and row.unproven and "too few" in row.unproven, row.line()
+
+
+def test_a_drain_in_the_bin_that_straddles_the_fault_start_counts():
+    # the CI lab failure: bins start at the first send (here on whole seconds), the gateway tripped
+    # 0.1 s after the fault at 1019.05, and the bin it drained began before the fault; the filter on
+    # the bin's start lost the drain
+    policy = BreakerPolicy()
+    recs = _slow_traffic(19.15, 25.0, rate=150.0)
+    v = anomaly_verdict(recs, policy, 1019.05, 1040.0, "oom-burst")
+    assert v.row("traffic_moved").ok is True and v.row("traffic_moved").measured == 0.0, v.row("traffic_moved").line()
