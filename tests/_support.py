@@ -51,6 +51,37 @@ def ephemeral_port_low() -> int:
         return 32768  # Linux's default
 
 
+def free_port_offset(*texts: str) -> int:
+    """A CHAOS_PORT_OFFSET at which every loopback port of these environment texts is free now and stays
+    below the ephemeral range (beside any stack a developer keeps running on the files' own ports).
+
+    Below the ephemeral range: a sim rank once failed to listen on 127.0.0.1:34602, an outgoing
+    connection's port taken between the check and the listen. Offsets are drawn at random so that two
+    tests picking at the same moment rarely pick the same."""
+    import random
+    import re
+
+    import pytest
+
+    ports = {int(p) for t in texts for p in re.findall(r"127\.0\.0\.1:(\d+)", t)}
+    ports |= {int(p) for t in texts for p in re.findall(r"\bport: (\d+)", t)}
+    ports |= {int(p) for t in texts for m in re.findall(r"rank_ports: \[([\d, ]+)\]", t) for p in m.split(",")}
+    fits = [o for o in range(1000, 20000, 100) if max(ports, default=0) + o < ephemeral_port_low()]
+    for offset in random.sample(fits, min(40, len(fits))):
+        if all(_port_free(p + offset) for p in ports):
+            return offset
+    pytest.fail(f"no port offset left all {len(ports)} ports free below the ephemeral range")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
 def rules_without(rules: Path, alert: str, dest: Path) -> Path:
     """A copy of the rule file `rules` in folder `dest` with alert `alert` removed (a blind spot to plant)."""
     import yaml

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -17,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from chaos.pytest_plugin import require_component
-from tests._support import REPO, ephemeral_port_low, toxiproxy_binary
+from tests._support import REPO, free_port_offset, toxiproxy_binary
 
 EXAMPLE = REPO / "examples" / "own-suite"
 
@@ -32,19 +31,7 @@ def _pypi_unreachable() -> str | None:
 
 def _free_offset(*env_files: Path) -> int:
     """A CHAOS_PORT_OFFSET under which every port of these environment files is free now."""
-    ports = {int(p) for f in env_files for p in re.findall(r"127\.0\.0\.1:(\d{4,5})", f.read_text(encoding="utf-8"))}
-    ports |= {int(p) for f in env_files for p in re.findall(r"^\s+port: (\d{4,5})", f.read_text(encoding="utf-8"), re.M)}
-    for offset in range(2000 + os.getpid() % 97 * 61, 2000 + os.getpid() % 97 * 61 + 40 * 211, 211):
-        def free(port: int) -> bool:
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    return False
-            return True
-        if max(ports) + offset < ephemeral_port_low() and all(free(p + offset) for p in ports):
-            return offset
-    pytest.fail(f"no port offset left every one of {len(ports)} ports free")
+    return free_port_offset(*(f.read_text(encoding="utf-8") for f in env_files))
 
 
 def _run(args: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:

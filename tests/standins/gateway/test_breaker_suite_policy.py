@@ -8,43 +8,17 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests._support import ephemeral_port_low
+from tests._support import free_port_offset
 
 ROOT = Path(__file__).resolve().parents[3]
 EXPECTED = {"errors-below-degrade": "none", "errors-degrade": "degrade", "errors-rollback": "rollback"}
-
-
-def _free_offset(text: str) -> int:
-    """A port offset at which every loopback port of the environment is free (beside any stack a
-    developer keeps running on local.yaml's own ports)."""
-    ports = {int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)", text)}
-    ports |= {int(p) for p in re.findall(r"\bport: (\d+)", text)}
-    ports |= {int(p) for m in re.findall(r"rank_ports: \[([\d, ]+)\]", text) for p in m.split(",")}
-    # below the ephemeral range: a sim rank once failed to listen on 127.0.0.1:34602 (an outgoing
-    # connection's port, taken between this check and the listen)
-    fits = [o for o in range(1000, 20000, 100) if max(ports) + o < ephemeral_port_low()]
-    for offset in random.sample(fits, min(40, len(fits))):
-        if all(_free(p + offset) for p in ports):
-            return offset
-    pytest.fail("no port offset with all of local.yaml's ports free below the ephemeral range")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
 
 
 @pytest.mark.slow
@@ -60,7 +34,7 @@ def test_a_3_and_9_percent_policy_is_judged_by_its_own_thresholds(tmp_path: Path
         text = text.replace(old, new)
     env_file = tmp_path / "local-3-9.yaml"
     env_file.write_text(text)
-    offset = _free_offset(text)
+    offset = free_port_offset(text)
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "suites/breaker", "--env", str(env_file), "-k", "errors", "-q",
          "-p", "no:cacheprovider", "-o", "addopts=", f"--alluredir={tmp_path / 'results'}"],
