@@ -26,8 +26,8 @@ TESTS ?=
 # (one file per worker at a time: module fixtures stay shared); XDIST_WORKERS=0 runs them in one process
 XDIST_WORKERS ?= 2
 XDIST := $(if $(filter 0,$(XDIST_WORKERS)),,-n $(XDIST_WORKERS) --dist loadfile)
-# pytest over $(1); "no tests collected" is a failure
-lane = $(PYTEST) $(1) $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && { echo "no tests collected in $(1)"; exit 1; }; exit $$rc
+# pytest over $(1); "no tests collected" is a failure; the 15 slowest tests are printed (where a lane's minutes go)
+lane = $(PYTEST) $(1) --durations=15 $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && { echo "no tests collected in $(1)"; exit 1; }; exit $$rc
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 
 .PHONY: lint typecheck setup venv tools toxiproxy faultproxy allure image test test-unit test-integration test-standins test-e2e test-vllm test-all test-paths gameday gameday-lab report bench clean cleanup setup-vllm setup-litellm vllm-image
