@@ -6,11 +6,11 @@ for a local engine, one over ssh:// and one over tcp://, and whatever the image 
 full command line or process title, at unlimited width (`-ww`): the engine's `ps` otherwise cuts every
 line at the width in the ENGINE's environment (COLUMNS=80 when dockerd was started from a shell or a
 runner that has it; pytest-xdist workers inherit it from the controller's readline), which left
-`python3 -m chaos.stack.sim.ra`: no rank found, and the rank taken for the engine. Signals go to those host pids from the host's side: on a local
-engine with os.kill from here (same kernel); on a remote engine, or when this user may not signal the
-container's processes (a docker-group user, a rootless harness), from a throw-away container in the
-host's PID namespace running the target's own image (already on that engine) with
-`sh -c 'kill -SIG PID'`, the shell's builtin: no `kill` binary needed.
+`python3 -m chaos.stack.sim.ra`: no rank found, and the rank taken for the engine. Signals go to those
+host pids from the host's side: on a local engine with os.kill from here (same kernel); on a remote
+engine, or when this user may not signal the container's processes (a docker-group user, a rootless
+harness), from a throw-away container in the host's PID namespace running the target's own image
+(already on that engine) with `sh -c 'kill -SIG PID'`, the shell's builtin: no `kill` binary needed.
 
 Not chosen: `ps`/`kill` through `docker exec` (the official vLLM image has no procps: the exec's error
 text was parsed as a process list); `/proc` read through the container's `sh` (POSIX sh's `read`
