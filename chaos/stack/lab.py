@@ -93,6 +93,17 @@ def missing() -> str | None:
     return None
 
 
+# a terminal's size, which a host's init never gives its services: dockerd passes its environment to the
+# `ps` behind `docker top`, which then cuts every line at COLUMNS (80 under pytest-xdist: the workers
+# inherit it from the controller's readline), and the rank titles with them
+TERMINAL_VARS = ("COLUMNS", "LINES")
+
+
+def host_environ() -> dict[str, str]:
+    """The environment a lab host's services start with: the harness's, less its terminal's size."""
+    return {k: v for k, v in os.environ.items() if k not in TERMINAL_VARS}
+
+
 class Lab:
     def __init__(self, state_dir: str | os.PathLike[str] = ".state/lab") -> None:
         self.state = Path(state_dir).resolve()
@@ -171,7 +182,7 @@ class Lab:
         # needs; both namespaces, so the host's network and its own filesystem (sh execs cmd: same pid)
         p = subprocess.Popen([*hostfs.enter(h), *hostfs.in_dir(os.getcwd(), self.host_log(name), cmd)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                             start_new_session=True, env={**os.environ, **(env or {})})
+                             start_new_session=True, env={**host_environ(), **(env or {})})
         self._pidfile(name).write_text(f"{p.pid} {h.name}\n")
         return p.pid
 

@@ -3,11 +3,14 @@
 Chosen: discovery with the engine's `docker top` (the engine runs `ps` on ITS host, so it works the same
 for a local engine, one over ssh:// and one over tcp://, and whatever the image lacks), asking for
 `pid,stat,lstart,args`: host pid, state, start time (the identity an undo step replays against) and the
-full command line or process title. Signals go to those host pids from the host's side: on a local
-engine with os.kill from here (same kernel); on a remote engine, or when this user may not signal the
-container's processes (a docker-group user, a rootless harness), from a throw-away container in the
-host's PID namespace running the target's own image (already on that engine) with
-`sh -c 'kill -SIG PID'`, the shell's builtin: no `kill` binary needed.
+full command line or process title, at unlimited width (`-ww`): the engine's `ps` otherwise cuts every
+line at the width in the ENGINE's environment (COLUMNS=80 when dockerd was started from a shell or a
+runner that has it; pytest-xdist workers inherit it from the controller's readline), which left
+`python3 -m chaos.stack.sim.ra`: no rank found, and the rank taken for the engine. Signals go to those
+host pids from the host's side: on a local engine with os.kill from here (same kernel); on a remote
+engine, or when this user may not signal the container's processes (a docker-group user, a rootless
+harness), from a throw-away container in the host's PID namespace running the target's own image
+(already on that engine) with `sh -c 'kill -SIG PID'`, the shell's builtin: no `kill` binary needed.
 
 Not chosen: `ps`/`kill` through `docker exec` (the official vLLM image has no procps: the exec's error
 text was parsed as a process list); `/proc` read through the container's `sh` (POSIX sh's `read`
@@ -26,7 +29,7 @@ from typing import Any, NamedTuple
 
 from chaos.errors import TargetError
 
-PS_ARGS = "-o pid,stat,lstart,args"
+PS_ARGS = "-ww -o pid,stat,lstart,args"  # -ww: whole command lines, whatever COLUMNS the engine has
 _LSTART = "%a %b %d %H:%M:%S %Y"
 
 
@@ -53,7 +56,7 @@ def top(container: Any, *, target: str | None = None) -> list[HostProc]:
 
 
 def parse_top(out: dict[str, Any], name: str, *, target: str | None = None) -> list[HostProc]:
-    """Rows of `docker top -o pid,stat,lstart,args`: the engine merges every field past the last title
+    """Rows of `docker top -ww -o pid,stat,lstart,args`: the engine merges every field past the last title
     into the last column, so lstart's five words and the command are split again here."""
     titles = out.get("Titles") or []
     if titles[:2] != ["PID", "STAT"] or len(titles) != 4:

@@ -32,6 +32,8 @@ _WORKER_ORDER = ("DP", "PP", "PCP", "TP", "DCP", "EP")  # the order multiproc_ex
 _OLD_WORKER_RE = re.compile(r"VllmWorker[-_ ]?(\d+)$")
 SIM_RANK_RE = re.compile(r"chaos-sim-rank(?:\s+--rank)?[-_ =]*(\d+)")
 SIM_MAIN_MARKERS = ("chaos.stack.sim", "chaos sim")
+# a submodule (the rank worker, chaos.stack.sim.rank) is never the main, even in a command line cut before its rank
+SIM_RANK_MODULE = "chaos.stack.sim."
 Procs = Sequence[tuple[int, str]]
 
 
@@ -163,7 +165,7 @@ def engine_pid(procs: Procs, main: int | None, dp: int | None = None) -> int | N
 def sim_main(procs: Procs) -> int | None:
     """The simulator's main process, found by its command line (inside a container)."""
     mains = [pid for pid, cmd in procs if any(k in cmd for k in SIM_MAIN_MARKERS)
-             and not SIM_RANK_RE.search(cmd) and "docker-init" not in cmd]
+             and not SIM_RANK_RE.search(cmd) and SIM_RANK_MODULE not in cmd and "docker-init" not in cmd]
     return mains[-1] if mains else None
 
 

@@ -116,3 +116,17 @@ def test_simulator_has_tp_ranks_only() -> None:
     assert titles.select_worker(SIM_TP2, 30, tp=1) == 31
     with pytest.raises(TargetError, match="tensor-parallel ranks only"):
         titles.select_worker(SIM_TP2, 30, tp=0, pp=1)
+
+
+# `docker top` of lab-replica-a on the lab's GPU host, whose dockerd had COLUMNS=80 (the stand-ins lane on two
+# xdist workers, 2026-12-05): the engine's ps cut every line at 80 columns, the rank's before `chaos-sim-rank 1`
+SIM_TP2_CUT_AT_80 = [(25842, "/sbin/docker-init -- chaos sim --host 10.231"),
+                     (25853, "/opt/chaos/bin/python3 /opt/chaos/bin/chaos"),
+                     (25854, "/opt/chaos/bin/python3 -m chaos.stack.sim.ra")]
+
+
+def test_a_rank_worker_cut_before_its_rank_is_never_taken_for_the_simulators_engine() -> None:
+    """Freezing "rank 0" would otherwise stop the rank worker and leave the engine running."""
+    assert titles.sim_main(SIM_TP2_CUT_AT_80) is None
+    assert titles.sim_main([(31, "python -m chaos.stack.sim.")]) is None
+    assert titles.sim_main(SIM_TP2) == 30 and titles.rank_pids(SIM_TP2, None) == [30, 31]  # whole lines: as before
