@@ -83,22 +83,25 @@ def no_fault_proxies(env: Environment) -> str | None:
 
 
 def sim_admin_reachable(t: Target) -> bool:
-    """A simulator whose admin API (planted faults) the harness can call: it answers only on its own
-    host's loopback, so the simulator must run on this machine's."""
-    return t.simulator is not None and t.host.startswith("127.")
+    """A simulator whose admin API (planted faults) the harness can call. It answers only on its own
+    host's loopback: the simulator runs on this machine's, or in a container, which makes the call from
+    inside itself on its host (chaos.faults.sim_exec); a process on another host has no such path."""
+    return t.simulator is not None and (t.host.startswith("127.") or t.host in ("localhost", "::1")
+                                        or t.kind == "docker")
 
 
 def _remote_simulators(env: Environment, targets: list[Target]) -> str | None:
     far = [t.name for t in targets if t.simulator is not None and not sim_admin_reachable(t)]
     return (f"the simulator's admin API, which plants the defect, answers only on its own host's loopback; "
-            f"{', '.join(far)} run(s) on another host") if far else None
+            f"{', '.join(far)} run(s) on another host as a process, with no container the call could be made "
+            f"from") if far else None
 
 
 def engine_death_unreachable(t: Target) -> str:
     """Why the engine death cannot be given to target `t` ("" when it can): the simulator's is an admin
     fault, planted through an API that answers only on its own host's loopback; a container on another
     host gets it from inside itself (chaos.faults.sim_exec), a process there cannot."""
-    if t.backend == "simulator" and not sim_admin_reachable(t) and t.kind != "docker":
+    if t.backend == "simulator" and not sim_admin_reachable(t):
         return (f"target {t.name}: the simulator's engine death is an admin fault, and its admin API answers "
                 f"only on its own host's loopback ({t.host} is another host, and the target is no container "
                 f"the call could be made from)")

@@ -8,17 +8,13 @@ host it is planted from inside the replica's container (chaos.faults.sim_exec).
 from __future__ import annotations
 
 import signal
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
+from typing import Any
 
 from chaos.errors import ConfigError, FaultError, TargetError
 from chaos.faults.base import Fault
 from chaos.faults.container import _TargetFault
-from chaos.faults.sim_admin import sim_fault
+from chaos.faults.sim_admin import admin_via, sim_fault
 from chaos.targets.base import Target
-
-if TYPE_CHECKING:
-    from chaos.targets.docker import DockerTarget
 
 
 class EngineKill(_TargetFault):
@@ -74,24 +70,9 @@ def engine_death(target: Target, backend: str, *, sim_url: str | None = None, to
     if backend == "simulator":
         if sim_url is None:
             raise ConfigError("engine_death on a simulator target needs sim_url (its direct URL)")
-        return sim_fault(sim_url, token, "engine-death", via=_container_for(target, sim_url))
+        return sim_fault(sim_url, token, "engine-death", via=admin_via(target, sim_url, "engine-death"))
     raise FaultError(f"target {target.name}: engine death needs a simulator or vLLM replica (the harness cannot "
                      f"tell which process is the engine of a plain `command`)", fault="engine-death")
-
-
-def _container_for(target: Target, sim_url: str) -> DockerTarget | None:
-    """The container the simulator's admin call is made from (None: straight from here). Its admin API
-    answers only on its host's loopback; one on another address is reached from inside its container."""
-    from chaos.targets.docker import DockerTarget
-
-    host = urlparse(sim_url).hostname or ""
-    if host.startswith("127.") or host in ("localhost", "::1"):
-        return None
-    if isinstance(target, DockerTarget):
-        return target
-    raise FaultError(f"target {target.name}: the simulator's admin API answers only on its own host's loopback and "
-                     f"{host} is another host; only a Docker target's container can make the call there",
-                     fault="engine-death")
 
 
 __all__ = ["EngineKill", "engine_death"]

@@ -8,6 +8,7 @@ import json
 import urllib.error
 import urllib.request
 from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import urlparse
 
 from chaos.errors import FaultError, FaultNotEffective, TargetError
 from chaos.faults import _undo, sim_exec
@@ -15,6 +16,7 @@ from chaos.faults.base import Fault
 from chaos.faults.tokens import TokenRef, as_ref
 
 if TYPE_CHECKING:
+    from chaos.targets.base import Target
     from chaos.targets.docker import DockerTarget
 
 DESTRUCTIVE_MODES = {"crash", "engine-death", "oom", "tokenizer-crash"}
@@ -116,6 +118,22 @@ class SimFault(Fault):
         except FaultError:
             if not self.destructive:
                 raise
+
+
+def admin_via(target: Target, sim_url: str, mode: str) -> DockerTarget | None:
+    """The container `mode`'s admin calls to the simulator at `sim_url` are made from (None: straight from
+    here). Its admin API answers only on its host's loopback; one on another address is reached from
+    inside its container, and a process there not at all (FaultError, one line)."""
+    from chaos.targets.docker import DockerTarget
+
+    host = urlparse(sim_url).hostname or ""
+    if host.startswith("127.") or host in ("localhost", "::1"):
+        return None
+    if isinstance(target, DockerTarget):
+        return target
+    raise FaultError(f"target {target.name}: the simulator's admin API answers only on its own host's loopback and "
+                     f"{host} is another host; only a Docker target's container can make the call there",
+                     fault=f"sim-{mode}")
 
 
 def sim_fault(admin_url: str, token: str | TokenRef, mode: str, *, via: DockerTarget | None = None,

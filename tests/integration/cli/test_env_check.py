@@ -65,13 +65,20 @@ def test_a_third_party_gateway_without_an_admin_api_is_judged_from_the_fault_pro
         assert _row(rows, "routing", "misrouting").verdict == SKIP  # a fault planted in our gateway only
 
 
-def test_the_lab_plan_skips_what_only_a_simulator_on_this_host_can_plant() -> None:
-    """The lab's simulators run on another host: their admin API (loopback-only there) cannot plant
-    a leak or a tokenizer defect, and the plan says so instead of the test breaking on a 403."""
-    rows = _rows(load("lab", environ={}), allow=True)
+def test_the_lab_plan_runs_the_defects_planted_from_inside_the_remote_containers() -> None:
+    """The lab's simulators run in containers on another host: their admin API (loopback-only there) takes
+    the leak and the tokenizer defect from inside each container, so the plan runs both; simulator
+    processes at the same addresses have no such path, and the plan says so instead of a 403."""
+    lab = load("lab", environ={})
+    rows = _rows(lab, allow=True)
+    for suite, what in (("breaker", "leak trend"), ("inputs", "tokenizer crash")):
+        assert _row(rows, suite, what).verdict == RUN, _row(rows, suite, what)
+    lab.targets = [t.model_copy(update={"kind": "process"}) for t in lab.targets]
+    rows = _rows(lab, allow=True)
     for suite, what in (("breaker", "leak trend"), ("inputs", "tokenizer crash")):
         row = _row(rows, suite, what)
-        assert row.verdict == SKIP and "loopback" in row.reason and "replica-" in row.reason, row
+        assert row.verdict == SKIP and "loopback" in row.reason and "replica-c run(s) on another host as a process" \
+            in row.reason, row
     assert _row(rows, "recovery", "NCCL rank freeze").verdict == RUN
     assert _row(rows, "network", "client-path").verdict == RUN
 
