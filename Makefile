@@ -142,6 +142,7 @@ clean:
 setup-vllm:
 	@scripts/setup-vllm.sh
 	@.tools/vllm/venv/bin/python scripts/make-tiny-model.py
+	@python3 scripts/warm-vllm-tp2.py
 
 # The LiteLLM proxy for `gateway.kind: litellm` (environments/local-litellm.yaml), in its own venv.
 setup-litellm:

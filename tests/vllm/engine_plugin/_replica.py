@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -28,6 +29,8 @@ def plugin_replica(tmp: Path, *, tp: int = 1, plugin: bool = True) -> Iterator[P
     require_vllm()
     # the plugin's copy in the vLLM venv follows this checkout (what `make setup-vllm` does)
     subprocess.run([str(VLLM_PY), str(REPO / "scripts" / "install-engine-plugin.py")], check=True, capture_output=True)
+    if tp > 1:  # the first TP 2 step compiles a kernel (g++) unless cached: not inside the 10 s timeout below
+        subprocess.run([sys.executable, str(REPO / "scripts" / "warm-vllm-tp2.py")], check=True, timeout=660)
     port = free_port()
     env = {"VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": str(TIMEOUT_S)} | ({ENV_VAR: str(tmp / "ctl")} if plugin else {})
     if tp > 1:
