@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._support import rules_without
-from tests.standins.gateway.test_breaker_suite_policy import _free_offset
+from tests._support import free_port_offset, rules_without
 
 ROOT = Path(__file__).resolve().parents[3]
 RULES = ROOT / "examples" / "monitoring" / "rules" / "llm-serving.rules.yml"
@@ -39,7 +38,7 @@ def test_without_the_rollback_alert_the_4_percent_scenario_fails_with_a_blind_sp
         [sys.executable, "-m", "pytest", "suites/breaker/test_breaker.py", "--env", str(env_file), "-k",
          "errors-rollback", "-q", "-p", "no:cacheprovider", "-o", "addopts=", f"--basetemp={tmp_path / 'run'}"],
         cwd=ROOT, capture_output=True, text=True, timeout=560,
-        env={**os.environ, "CHAOS_PORT_OFFSET": str(_free_offset(text))})
+        env={**os.environ, "CHAOS_PORT_OFFSET": str(free_port_offset(text))})
     out = proc.stdout[-6000:] + proc.stderr[-2000:]
     assert proc.returncode == 1, out
     assert "blind spot: no alert for errors-rollback" in out, out

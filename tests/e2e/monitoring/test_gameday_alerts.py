@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests._support import require, rules_without
-from tests.standins.gateway.test_breaker_suite_policy import _free_offset
+from tests._support import free_port_offset, require, rules_without
 
 ROOT = Path(__file__).resolve().parents[3]
 PLAN = ROOT / "examples" / "gameday" / "alerts.yaml"
@@ -41,7 +40,7 @@ def local_copy(tmp_path: Path, rules: Path = RULES) -> tuple[Path, str]:
     require("toxiproxy")
     require_component("faultproxy", faultproxy_missing())
     require_component("prometheus", monitoring_missing(load(str(env_file), environ={})))
-    return env_file, str(_free_offset(text))
+    return env_file, str(free_port_offset(text))
 
 
 def gameday(env_file: Path, offset: str, plan: Path, out: Path) -> tuple[int, str, dict[str, Any]]:

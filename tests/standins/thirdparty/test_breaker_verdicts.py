@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from chaos.env import load
-from tests.standins.gateway.test_breaker_suite_policy import _free_offset
+from tests._support import free_port_offset
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -61,7 +61,7 @@ DOCUMENTED = {
 def test_the_verdict_table_reports_what_the_gateway_does(gateway_kind, tmp_path, monkeypatch):
     # a stack of its own on ports free now: beside any `local` stack a developer keeps running, and
     # beside the other tests of the lane on the other xdist worker
-    offset = str(_free_offset((ROOT / "environments" / f"local-{gateway_kind}.yaml").read_text()))
+    offset = str(free_port_offset((ROOT / "environments" / f"local-{gateway_kind}.yaml").read_text()))
     monkeypatch.setenv("CHAOS_PORT_OFFSET", offset)
     env = load(f"local-{gateway_kind}")
     tables = Path(env.state_dir) / "breaker-tables.jsonl"
