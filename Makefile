@@ -22,7 +22,7 @@ STANDINS := tests/standins
 E2E := tests/e2e
 VLLM := tests/vllm
 TESTS ?=
-# the unit and integration lanes (their tests pick their own ports and state folders) run on XDIST_WORKERS pytest-xdist workers
+# the unit, integration and stand-ins lanes (their tests pick their own ports and state folders) run on XDIST_WORKERS workers
 # (one file per worker at a time: module fixtures stay shared); XDIST_WORKERS=0 runs them in one process
 XDIST_WORKERS ?= 2
 XDIST := $(if $(filter 0,$(XDIST_WORKERS)),,-n $(XDIST_WORKERS) --dist loadfile)
@@ -87,11 +87,11 @@ test-unit: setup
 test-integration: setup image
 	$(call lane,$(XDIST) $(INTEGRATION))
 
-# the stand-ins' own lane, in one process. Its ports are free ones now and tests/conftest.py keeps the lab's
-# files on one worker, but on two workers (2026-12-04: 3 failures in each of 2 runs) the lab's TP-2 replicas showed one
-# rank process of two (test_lab_staging, test_lab_noprocps) while the other worker ran: not yet found
+# the stand-ins' own lane, on XDIST_WORKERS workers too (tests/conftest.py keeps the lab's files on one). It ran in one
+# process until 0bad144: pytest's readline import sets COLUMNS=80 in the xdist workers, the lab's dockerd inherited it,
+# and `docker top` cut each rank's line at 80 columns (one rank of two seen). 3 green runs on 2 workers: 682, 663, 624 s
 test-standins: setup image
-	$(call lane,$(STANDINS))
+	$(call lane,$(XDIST) $(STANDINS))
 
 # one process: the game days' abort and stop timings and the proof runs are judged against the clock
 test-e2e: setup image
