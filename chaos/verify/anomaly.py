@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from chaos.env.model import BreakerPolicy
 from chaos.load.records import RequestRecord
-from chaos.verify.breaker import BreakerAnalysis, analyze, binom_cdf, default_pool_of
+from chaos.verify.breaker import DRAINED_SHARE, BreakerAnalysis, analyze, binom_cdf, default_pool_of, drained_by_more_than_noise
 from chaos.verify.upstream import attempts_source
 from chaos.verify.verdict import Verdict
 
@@ -60,14 +60,15 @@ def _moved_while_open(v: Verdict, a: BreakerAnalysis, attempts: Sequence[Request
     sent = [r for r in attempts if start <= r.t_send < end and r.served_by]
     n = len(sent)
     k = sum(1 for r in sent if default_pool_of(r.served_by) == canary)
-    base, low = a.baseline_share, 0.25 * a.baseline_share
+    base, low = a.baseline_share, DRAINED_SHARE * a.baseline_share
     limit = f"<= {low:.1%} of calls (a quarter of the baseline {base:.1%}), p <= {OPEN_DRAIN_ALPHA:g}"
     measured = None if n == 0 else round(k / n, 4)
     detail = f"{k} of {n} calls sent in the {end - start:.1f} s the gateway held the canary open"
     if n == 0 or binom_cdf(0, n, base) > OPEN_DRAIN_ALPHA:
         v.not_proven("traffic_moved", limit, measured, f"{detail}: too few to tell a drain from chance")
         return
-    v.add("traffic_moved", limit, measured, k / n <= low and binom_cdf(k, n, base) <= OPEN_DRAIN_ALPHA, detail)
+    v.add("traffic_moved", limit, measured, k / n <= low and drained_by_more_than_noise(k, n, base, OPEN_DRAIN_ALPHA),
+          detail)
 
 
 def anomaly_verdict(attempts: Sequence[RequestRecord], policy: BreakerPolicy, t0: float, t1: float, kind: str, *,

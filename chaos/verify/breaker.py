@@ -177,6 +177,7 @@ def binom_cdf(k: int, n: int, p: float) -> float:
 # with the gateway's own state closed throughout.
 DRAIN_ALPHA = 1e-5
 MAX_MERGE_BINS = 5
+DRAINED_SHARE = 0.25  # drained: the canary's share of sends at or below this fraction of its baseline
 
 
 def drained_by_more_than_noise(k: int, n: int, baseline: float, alpha: float = DRAIN_ALPHA) -> bool:
@@ -185,7 +186,7 @@ def drained_by_more_than_noise(k: int, n: int, baseline: float, alpha: float = D
 
 def analyze(records: Iterable[RequestRecord], policy: BreakerPolicy, *, canary: str = "canary",
             pool_of: Callable[[str | None], str | None] = default_pool_of, step_s: float = 0.5,
-            bin_s: float = 1.0, min_bin_calls: int = 5, drained_share: float = 0.25,
+            bin_s: float = 1.0, min_bin_calls: int = 5, drained_share: float = DRAINED_SHARE,
             baseline_until: float | None = None, metric_samples: Iterable[Sample] = (),
             alpha: float = DRAIN_ALPHA) -> BreakerAnalysis:
     """Compute the canary's window series, crossings and traffic moves from records."""
