@@ -4,6 +4,8 @@ The three phases run at once on separate recorder slots (so a check takes as lon
   retry          N copies, the first K attempts of each logical request fail in the chosen way
   give_up        one copy, every attempt fails: it must stop within max_attempts and the deadline
   non_retryable  one copy, every attempt gets a 400: it must not retry
+With the retry phase, as many fixed-wait copies of the harness's own (chaos.verify.backoff_noise) run
+too, on slots q0, q1, ...: their spread is the scheduler noise the jitter rule must see the clients' spread exceed.
 A callable gets the base URL of its slot and makes one logical request. A command template gets
 `{base_url}` replaced by that URL and runs under /bin/sh in its own process group.
 """
@@ -19,6 +21,7 @@ from typing import Any
 
 from chaos.env.model import RetryPolicy
 from chaos.errors import ConfigError
+from chaos.verify import backoff_noise as noise
 from chaos.verify.backoff import ClientRun, judge
 from chaos.verify.recorder import RETRYABLE_FAILURES, Arrival, Recorder
 from chaos.verify.verdict import Verdict
@@ -52,9 +55,20 @@ def check_backoff(client: ClientFn | str, policy: RetryPolicy, *, failure: str =
         if "non_retryable" in phases:
             rec.configure("400", None, slot="n0")
             slots.append("n0")
-        runs = _run_all(client, rec, slots, limit)
+        probe = None
+        if "retry" in phases:  # the jitter rule needs the noise of this machine, now, to judge spread against
+            copies = max(clients, noise.MIN_COPIES)
+            for i in range(copies):
+                rec.configure("503", fail_first, slot=f"{noise.PREFIX}{i}")
+            probe = noise.NoiseProbe(rec, policy.min_interval_s, copies).start()
+        try:
+            runs = _run_all(client, rec, slots, limit)
+        finally:
+            if probe is not None:
+                probe.stop()
         arrivals = [a for a in rec.arrivals() if a.action not in ("health", "models")]
     grouped: dict[str, Sequence[Arrival]] = {p: [a for a in arrivals if a.slot.startswith(_PREFIX[p])] for p in phases}
+    grouped["noise"] = [a for a in arrivals if a.slot.startswith(noise.PREFIX)]
     v = judge(grouped, policy, runs=runs, **judge_kw)
     v.data["scenario"] = {"failure": failure, "fail_first": fail_first, "retry_after": retry_after,
                           "clients": clients, "client": client if isinstance(client, str) else repr(client)}

@@ -64,7 +64,11 @@ def test_naive_100ms_loop_fails_for_the_right_reasons() -> None:
 def test_fixed_600ms_without_jitter_fails_growth_and_jitter_only() -> None:
     v = check_backoff(fixed_loop(0.6, 4), POLICY, failure="503", fail_first=2, clients=6, time_limit_s=12)
     assert v.row("min_interval").ok is True
-    assert {"exponential", "jitter", "non_retryable"} <= failing(v)
+    assert {"exponential", "non_retryable"} <= failing(v)
+    # Lockstep: a FAIL when the spread is under 2 %; on a loaded machine scheduler noise alone spreads the
+    # waits wider (cv 0.02-0.05 seen at load 5-10), and then the rule cannot tell, so it is not proven. Never ok.
+    jitter = v.row("jitter")
+    assert jitter.ok is False or jitter.unproven, jitter.line()
 
 
 @pytest.mark.slow
