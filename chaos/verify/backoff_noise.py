@@ -9,11 +9,15 @@ fixed-wait, no-jitter copies in their own recorder slots, whose spread is noise 
 from __future__ import annotations
 
 import math
+import os
+import signal
 import statistics
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 PREFIX = "q"          # recorder slots of the control copies
@@ -35,40 +39,59 @@ class _Slots(Protocol):
 class NoiseProbe:
     """Fixed-wait, no-jitter control copies run beside the client until stop(): their waits are noise.
 
-    As many copies as the clients judged, started together: copies that wake at the same moment queue
-    for the CPU, the GIL and the recorder, and that queueing spreads a lockstep group's waits more
-    than one copy's oversleep does; the control must be the lockstep client the rule tells apart."""
+    As many copies as the clients judged, started together, and run as the clients are: threads of
+    this process beside callables (copies that wake at once queue for the CPU, the GIL and the
+    recorder), processes beside commands (their own interpreters; this module is run as a script, it
+    imports only the standard library). The control is the lockstep client the rule tells apart."""
 
-    def __init__(self, rec: _Slots, wait_s: float, copies: int = MIN_COPIES) -> None:
+    def __init__(self, rec: _Slots, wait_s: float, copies: int = MIN_COPIES, *, processes: bool = False) -> None:
         self.wait_s = wait_s
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._copy, args=(rec.slot_url(f"{PREFIX}{i}"), i), daemon=True,
-                                          name=f"backoff-noise-{i}") for i in range(copies)]
+        self._urls = [rec.slot_url(f"{PREFIX}{i}") for i in range(copies)]
+        self._processes = processes
+        self._threads: list[threading.Thread] = []
+        self._procs: list[subprocess.Popen[bytes]] = []
 
     def start(self) -> NoiseProbe:
-        for t in self._threads:
-            t.start()
+        for i, url in enumerate(self._urls):
+            if self._processes:
+                self._procs.append(subprocess.Popen(
+                    [sys.executable, __file__, url, str(self.wait_s), str(i)], stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+            else:
+                t = threading.Thread(target=copy_loop, args=(url, self.wait_s, i, self._stop.is_set), daemon=True,
+                                     name=f"backoff-noise-{i}")
+                t.start()
+                self._threads.append(t)
         return self
 
     def stop(self, timeout_s: float = 5.0) -> None:
         self._stop.set()
+        for p in self._procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # the session start() created for this copy only
+            except ProcessLookupError:
+                pass
+            p.wait(timeout_s)
         for t in self._threads:
             t.join(timeout_s)
 
-    def _copy(self, url: str, copy: int) -> None:
-        for r in range(MAX_ROUNDS):
-            if self._stop.is_set():
-                return
-            req = urllib.request.Request(url + "/v1/chat/completions", data=_BODY, headers={
-                "x-request-id": f"noise-{copy}-{r}", "Content-Type": "application/json"})
-            for _ in range(16):  # the slot fails fail_first times, then answers
-                try:
-                    urllib.request.urlopen(req, timeout=2).read()
-                    break
-                except Exception:  # a failed attempt is what the slot is for: wait, as a lockstep client would
-                    if self._stop.is_set():
-                        return
-                    time.sleep(self.wait_s)  # as the clients judged sleep: its oversleep is noise too
+
+def copy_loop(url: str, wait_s: float, copy: int, stopped: Callable[[], bool] = lambda: False) -> None:
+    """One control copy: logical requests one after another, each retried after exactly wait_s."""
+    for r in range(MAX_ROUNDS):
+        if stopped():
+            return
+        req = urllib.request.Request(url + "/v1/chat/completions", data=_BODY, headers={
+            "x-request-id": f"noise-{copy}-{r}", "Content-Type": "application/json"})
+        for _ in range(16):  # the slot fails fail_first times, then answers
+            try:
+                urllib.request.urlopen(req, timeout=2).read()
+                break
+            except Exception:  # a failed attempt is what the slot is for: wait, as a lockstep client would
+                if stopped():
+                    return
+                time.sleep(wait_s)  # as the clients judged sleep: its oversleep is noise too
 
 
 def control_groups(gs: Iterable[_Gap]) -> list[list[float]]:
@@ -119,3 +142,7 @@ def _u_counts(n: int, m: int) -> list[int]:
             new.append([(a[i] if i < len(a) else 0) + (b[i] if i < len(b) else 0) for i in range(size)])
         row = new
     return row[m]
+
+
+if __name__ == "__main__":  # one control copy as its own process: URL WAIT_S COPY
+    copy_loop(sys.argv[1], float(sys.argv[2]), int(sys.argv[3]))

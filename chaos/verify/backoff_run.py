@@ -60,7 +60,7 @@ def check_backoff(client: ClientFn | str, policy: RetryPolicy, *, failure: str =
             copies = max(clients, noise.MIN_COPIES)
             for i in range(copies):
                 rec.configure("503", fail_first, slot=f"{noise.PREFIX}{i}")
-            probe = noise.NoiseProbe(rec, policy.min_interval_s, copies).start()
+            probe = noise.NoiseProbe(rec, policy.min_interval_s, copies, processes=isinstance(client, str)).start()
         try:
             runs = _run_all(client, rec, slots, limit)
         finally:
