@@ -65,13 +65,21 @@ class NoiseProbe:
                 self._threads.append(t)
         return self
 
-    def stop(self, timeout_s: float = 5.0) -> None:
+    def halt(self) -> None:
+        """Stop sending now (the retry phase is over): the control's own load would only add noise
+        to the give-up phase's long waits, which the cap rule judges. Idempotent."""
+        if self._stop.is_set():
+            return
         self._stop.set()
         for p in self._procs:
             try:
                 os.killpg(p.pid, signal.SIGKILL)  # the session start() created for this copy only
             except ProcessLookupError:
                 pass
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self.halt()
+        for p in self._procs:
             p.wait(timeout_s)
         for t in self._threads:
             t.join(timeout_s)

@@ -62,7 +62,7 @@ def check_backoff(client: ClientFn | str, policy: RetryPolicy, *, failure: str =
                 rec.configure("503", fail_first, slot=f"{noise.PREFIX}{i}")
             probe = noise.NoiseProbe(rec, policy.min_interval_s, copies, processes=isinstance(client, str)).start()
         try:
-            runs = _run_all(client, rec, slots, limit)
+            runs = _run_all(client, rec, slots, limit, probe.halt if probe is not None else _nothing)
         finally:
             if probe is not None:
                 probe.stop()
@@ -75,13 +75,20 @@ def check_backoff(client: ClientFn | str, policy: RetryPolicy, *, failure: str =
     return v
 
 
-def _run_all(client: ClientFn | str, rec: Recorder, slots: list[str], limit: float) -> list[ClientRun]:
+def _nothing() -> None:
+    pass
+
+
+def _run_all(client: ClientFn | str, rec: Recorder, slots: list[str], limit: float,
+             retry_over: Callable[[], None]) -> list[ClientRun]:
+    """Run every slot; retry_over() is called once every retry-phase copy ("r" slots) has finished."""
     if isinstance(client, str):
-        return _run_commands(client, rec, slots, limit)
-    return _run_callables(client, rec, slots, limit)
+        return _run_commands(client, rec, slots, limit, retry_over)
+    return _run_callables(client, rec, slots, limit, retry_over)
 
 
-def _run_callables(fn: ClientFn, rec: Recorder, slots: list[str], limit: float) -> list[ClientRun]:
+def _run_callables(fn: ClientFn, rec: Recorder, slots: list[str], limit: float,
+                   retry_over: Callable[[], None]) -> list[ClientRun]:
     done: dict[str, tuple[float, str]] = {}
     t0 = time.perf_counter()
 
@@ -92,6 +99,8 @@ def _run_callables(fn: ClientFn, rec: Recorder, slots: list[str], limit: float) 
         except Exception as e:  # a client may give up by raising; that is its business
             out = f"{type(e).__name__}: {e}"[:300]
         done[slot] = (time.perf_counter() - t0, out)
+        if all(s in done for s in slots if s.startswith(_PREFIX["retry"])):
+            retry_over()
 
     threads = [threading.Thread(target=body, args=(s,), name=f"backoff-client-{s}", daemon=True) for s in slots]
     for t in threads:
@@ -99,10 +108,12 @@ def _run_callables(fn: ClientFn, rec: Recorder, slots: list[str], limit: float) 
     for t in threads:
         t.join(max(0.0, limit - (time.perf_counter() - t0)))
     end = time.perf_counter() - t0
+    retry_over()
     return [ClientRun(s, s in done, done.get(s, (end, ""))[0], None, done.get(s, (0, ""))[1]) for s in slots]
 
 
-def _run_commands(template: str, rec: Recorder, slots: list[str], limit: float) -> list[ClientRun]:
+def _run_commands(template: str, rec: Recorder, slots: list[str], limit: float,
+                  retry_over: Callable[[], None]) -> list[ClientRun]:
     t0 = time.perf_counter()
     procs: dict[str, subprocess.Popen[bytes]] = {}
     for s in slots:
@@ -110,7 +121,9 @@ def _run_commands(template: str, rec: Recorder, slots: list[str], limit: float) 
         procs[s] = subprocess.Popen(["/bin/sh", "-c", cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
     runs: list[ClientRun] = []
-    for s, p in procs.items():
+    for s, p in procs.items():  # the "r" slots come first
+        if not s.startswith(_PREFIX["retry"]):
+            retry_over()
         remaining = max(0.0, limit - (time.perf_counter() - t0))
         try:
             out, _ = p.communicate(timeout=remaining)
@@ -119,6 +132,7 @@ def _run_commands(template: str, rec: Recorder, slots: list[str], limit: float) 
             _kill_group(p)
             out, _ = p.communicate()
             runs.append(ClientRun(s, False, time.perf_counter() - t0, p.returncode, _tail(out)))
+    retry_over()
     return runs
 
 
