@@ -93,9 +93,12 @@ test-integration: setup image
 test-standins: setup image
 	$(call lane,$(XDIST) $(STANDINS))
 
-# one process: the game days' abort and stop timings and the proof runs are judged against the clock
+# end to end, on XDIST_WORKERS workers too. It ran in one process (the game days' abort and stop timings and the
+# proof runs are judged against the clock); on two workers those held, and what two at once did break was ports:
+# the gray-release game day's fixed port offset and the release suite's put two components on one port
+# (tests/_support.py FIXED_OFFSETS; free_port_offset draws from a slice per worker)
 test-e2e: setup image
-	$(call lane,$(E2E))
+	$(call lane,$(XDIST) $(E2E))
 
 test-vllm: setup image
 	$(call lane,$(VLLM))
