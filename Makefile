@@ -160,6 +160,6 @@ setup-litellm:
 vllm-image: setup-vllm
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory build/.vllm-image-stamp; \
 	  else echo "vllm-image: no Docker engine" >&2; exit 1; fi
-build/.vllm-image-stamp: .tools/vllm/.installed docker/Dockerfile.vllm scripts/build-vllm-image.sh $(wildcard chaos_engine_plugin/*.py)
+build/.vllm-image-stamp: .tools/vllm/.installed docker/Dockerfile.vllm docker/Dockerfile.vllm-toolchain scripts/build-vllm-image.sh scripts/warm-vllm-tp2.py $(wildcard chaos_engine_plugin/*.py)
 	scripts/build-vllm-image.sh
 	@mkdir -p build && touch $@

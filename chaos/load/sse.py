@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from chaos.load.records import RequestRecord
 
@@ -25,9 +26,10 @@ _DONE = b"[DONE]"
 STREAM_OPTIONS = {"include_usage": True, "continuous_usage_stats": True}
 NO_COUNT = "not proven: the server states no per-chunk token count"
 
-# `"text": "..."` / `"content": "..."` at the first choice: `""` or null is empty, `"x` is not
-_TEXT_RE = re.compile(rb'"(?:text|content)": ?(""|null|")')
-_NULL_FINISH = re.compile(rb'"finish_reason": ?null')  # only such chunks take the fast path
+# the inside of a JSON string literal that decodes to itself: printable ASCII, no quote, no backslash
+_PLAIN_TEXT = re.compile(rb'[ !#-\[\]-~]*')
+_PROBE = "chaos-slot-probe"  # a plain text put in a template's slot to prove where the slot is
+_TEMPLATE_TRIES = 3  # content chunks per stream tried as the template before giving up on it
 
 
 class ChunkOrder:
@@ -93,11 +95,38 @@ def stream_problem(*, done: bool, finish_reason: str | None, events: int, usage_
     return None
 
 
+def _template(line: bytes, chunk: dict[str, Any], in_text: bool) -> tuple[bytes, bytes, int, int] | None:
+    """The bytes of `line` before and after its text's JSON string, if a probe put there parses to
+    `chunk` with the probe as its text (`choices[0].text`, or `.delta.content` when not `in_text`).
+
+    The probe proves that the slot is the text and that nothing else in the line depends on it; a
+    text without a plain spelling in the line (escapes, non-ASCII) gives no template. Changes `chunk`."""
+    choice = chunk["choices"][0]
+    slot = choice if in_text else choice["delta"]
+    key = "text" if in_text else "content"
+    text = slot[key].encode("utf-8")
+    if _PLAIN_TEXT.fullmatch(text) is None:
+        return None
+    slot[key] = _PROBE
+    lit = b'"' + text + b'"'
+    i = line.find(lit)
+    while i >= 0:
+        head, tail = line[:i + 1], line[i + len(lit) - 1:]
+        try:
+            probed = json.loads((head + _PROBE.encode() + tail)[5:])
+        except ValueError:
+            probed = None
+        if probed == chunk:
+            return head, tail, len(head), len(tail)
+        i = line.find(lit, i + 1)
+    return None
+
+
 class StreamMeter:
     """Feeds SSE lines with their arrival times (perf_counter seconds) and fills a record."""
 
     __slots__ = ("t0", "first", "last", "gaps", "events", "done", "error", "model", "usage_out",
-                 "usage_prompt", "finish_reason", "bad_json", "order")
+                 "usage_prompt", "finish_reason", "bad_json", "order", "template", "tries", "tail")
 
     def __init__(self, t0: float) -> None:
         self.t0 = t0
@@ -113,6 +142,57 @@ class StreamMeter:
         self.finish_reason: str | None = None
         self.bad_json = 0
         self.order = ChunkOrder()
+        # (head, tail, len(head), len(tail)) of this stream's content-chunk lines: see receive()
+        self.template: tuple[bytes, bytes, int, int] | None = None
+        self.tries = _TEMPLATE_TRIES
+        self.tail = b""  # the last line of the receives so far, while it is not ended
+
+    def receive(self, data: bytes, now: float) -> bool:
+        """Consume one receive's bytes (all its lines get `now`); True when a `data: [DONE]` was in it.
+
+        A line not yet ended waits for the next receive. Most lines are content chunks that differ
+        only in their text: once one was parsed, its bytes around the text are this stream's template,
+        and a line that is the template with a plain text in the slot is counted without a JSON parse.
+        That is exact, not a guess: the template was proven by parsing it with a probe in the slot
+        (`_template`), and a plain text (printable ASCII, no quote or backslash) is a whole JSON string,
+        so such a line parses to the template's chunk with that text. Every other line (the first
+        chunks, escapes, non-ASCII, finish, usage, error, anything malformed) goes through `feed`."""
+        buf = self.tail + data if self.tail else data
+        last = buf.rfind(b"\n")
+        if last < 0:
+            self.tail = buf
+            return False
+        self.tail = buf[last + 1:]
+        done = False
+        pos = 0
+        find, plain = buf.find, _PLAIN_TEXT.fullmatch
+        tpl = self.template
+        while pos <= last:
+            nl = find(b"\n", pos)
+            if nl == pos:  # the blank line after each event
+                pos += 1
+                continue
+            if tpl is not None:
+                head, tail, nh, nt = tpl
+                start, end = pos + nh, nl - nt
+                if (start <= end and buf.startswith(head, pos, nl) and buf.endswith(tail, pos, nl)
+                        and plain(buf, start, end) is not None):
+                    if start < end:  # a non-empty text: a content event (feed's path, for a chunk with no count)
+                        self.order.uncounted += 1
+                        if self.first is None:
+                            self.first = now
+                        else:
+                            self.gaps.append(now - self.last)  # type: ignore[operator]
+                        self.last = now
+                        self.events += 1
+                    pos = nl + 1
+                    continue
+            line = buf[pos:nl].strip()
+            if line and self.feed(line, now):
+                done = True
+            tpl = self.template
+            pos = nl + 1
+        return done
 
     def feed(self, line: bytes, now: float) -> bool:
         """Consume one stripped line; returns True once `data: [DONE]` was seen."""
@@ -124,20 +204,6 @@ class StreamMeter:
             return True
         if not payload:
             return False
-        if (self.model is not None and b'"error"' not in payload and b'"usage"' not in payload
-                and _NULL_FINISH.search(payload) is not None):
-            # fast path for the common content chunk (hot: once per token): no JSON parse
-            m = _TEXT_RE.search(payload)
-            if m is not None:
-                if m.group(1) == b'"':
-                    self.order.uncounted += 1  # no usage on it: the server stated no count
-                    if self.first is None:
-                        self.first = now
-                    else:
-                        self.gaps.append(now - self.last)  # type: ignore[operator]
-                    self.last = now
-                    self.events += 1
-                return False
         try:
             chunk = json.loads(payload)
         except ValueError:
@@ -165,8 +231,13 @@ class StreamMeter:
             text = delta.get("content")
         if choice.get("finish_reason"):
             self.finish_reason = choice["finish_reason"]
-        shown = self.order.see(chunk_count(chunk), text if isinstance(text, str) else "")
+        count = chunk_count(chunk)
+        shown = self.order.see(count, text if isinstance(text, str) else "")
         self._content(bool(text) and shown, now)
+        if (self.template is None and self.tries and self.model is not None and not usage and count is None
+                and isinstance(text, str) and text and not choice.get("finish_reason")):
+            self.tries -= 1
+            self.template = _template(line, chunk, choice.get("text") is not None)
         return False
 
     def _content(self, nonempty: bool, now: float) -> None:

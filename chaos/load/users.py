@@ -231,13 +231,12 @@ class LLMUser(FastHttpUser):
         """Read SSE events; each is timed by the kernel's receive stamp when the socket has one
         (chaos.load.kstamp: exact while the client keeps up, never later than the clock).
 
-        The body is taken a receive at a time and split into lines here: a readline per line cost
-        more than the rest of the meter (bench/loadgen.py). Every line of one receive gets that
-        receive's time, as the readline loop gave it (the stamp is per receive)."""
+        The body is taken a receive at a time and the meter splits it into lines (`receive`): a
+        readline per line cost more than the rest of the meter (bench/loadgen.py). Every line of one
+        receive gets that receive's time, as the readline loop gave it (the stamp is per receive)."""
         meter = StreamMeter(t0)
         t_end = None
         wall_minus_perf = rec.t_send - t0  # kernel stamps are wall clock; the meter runs on perf_counter
-        tail = b""
         try:
             while True:
                 data = _received(raw)
@@ -247,12 +246,8 @@ class LLMUser(FastHttpUser):
                 stamp = kstamp.arrival(not_before=rec.t_send)
                 if stamp is not None and stamp - wall_minus_perf < now:
                     now = stamp - wall_minus_perf
-                lines = (tail + data).split(b"\n")
-                tail = lines.pop()  # a line not yet ended: it waits for the next receive
-                for line in lines:
-                    line = line.strip()
-                    if line and meter.feed(line, now):
-                        t_end = now
+                if meter.receive(data, now):
+                    t_end = now
             if raw.message_complete is False and not meter.done:
                 raise HTTPConnectionClosed("stream ended before the message was complete")
         except Exception as e:

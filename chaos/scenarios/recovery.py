@@ -15,6 +15,7 @@ from chaos.report.summary import add_recovery
 from chaos.report.tables import latency_table
 from chaos.suite import fault_happened
 from chaos.verify.accounting import accounting_verdict, fault_allowance
+from chaos.verify.health_truth import TIMEOUT_BOUND
 from chaos.verify.recovery import recovery_verdict, served_by, steady_seen
 from chaos.verify.restart_policy import check_restart_policy
 from chaos.verify.verdict import Verdict
@@ -134,7 +135,8 @@ class RecoveryRun:
         # GPU memory judged on each of the hurt target's GPUs; no fault here touches the GPU itself (the driver
         # reset is a container restart), so any Xid new during the scenario fails it (expected_xids None)
         rv = recovery_verdict((self.t_inject, self.t_end), sc.timeline, served_by(records, name), env.slas,
-                              restarts=restarts, crash=self.crash, steady_window_s=self.window, target=name, fault=kind)
+                              restarts=restarts, crash=self.crash, steady_window_s=self.window, target=name, fault=kind,
+                              engine_timeout=budgets.engine_timeout(env.target(name)) if kind in TIMEOUT_BOUND else None)
         # the fault may cost what it held when it struck (to the engine's death) plus the error budget
         t_dead = self.t_inject + float(self.evidence.get("engine_died_after_s", 0.0))
         allowance = fault_allowance(records, (self.t_inject, t_dead) if kind is not None else None, env.slas.error_budget)

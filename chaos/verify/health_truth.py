@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from chaos.load.records import RequestRecord
 from chaos.observe.timeline import Sample, Timeline
+from chaos.targets.container_facts import EXECUTE_TIMEOUT_VAR
 from chaos.verify.verdict import Verdict
 
 HEALTHY_LIE, UNHEALTHY_LIE = "healthy while completions failed", "unhealthy while completions succeeded"
@@ -28,11 +29,13 @@ KNOWN_LIES = {
     "nccl-rank-freeze": "vLLM: a frozen TP rank leaves /health 200 until the execute-model timeout kills the engine",
     "nccl-rank-link-cut": "vLLM: a cut rank link leaves /health 200 until the execute-model timeout kills the engine",
     "nccl-timeout-allreduce-hang": "vLLM 0.32: a rank hung in the all-reduce leaves /health 200 until the execute-model "
-                                   "timeout kills the engine (20.0-20.4 s on local-vllm, 2 runs)",
+                                   "timeout kills the engine (20.0-20.4 s on local-vllm at 20 s, 3 runs)",
     "tp-worker-sigkill": "vLLM 0.32: /health 200 for 9.6 s after a TP worker is SIGKILLed",
     "rank-kill": "vLLM 0.32: /health 200 for 9.6 s after a TP worker is SIGKILLed",
 }
 KNOWN_LIES_DOC = "docs/vllm-fidelity.md#health-that-tells-the-truth"
+# the known lies that last exactly as long as the engine's execute-model timeout: the knob that bounds them
+TIMEOUT_BOUND = frozenset({"nccl-rank-freeze", "nccl-rank-link-cut", "nccl-timeout-allreduce-hang"})
 
 
 @dataclass
@@ -178,11 +181,24 @@ def _pairs(timeline: Timeline) -> list[tuple[str, str, str]]:
     return out
 
 
+def known_lie(fault: str, engine_timeout: tuple[float, str] | None = None) -> str:
+    """The row's note on a known lie: what vLLM does, and for a lie the execute-model timeout bounds, that
+    knob with the value this target runs (`engine_timeout`: chaos.budgets.engine_timeout's figure and why)."""
+    text = f"a known lie ({KNOWN_LIES[fault]}; {KNOWN_LIES_DOC})"
+    if fault in TIMEOUT_BOUND:
+        where = f"; here {engine_timeout[1]}" if engine_timeout else ""
+        text += (f"; it lasts as long as the engine's execute-model timeout ({EXECUTE_TIMEOUT_VAR}, an environment's "
+                 f"vllm.execute_model_timeout_s; vLLM's default 300 s{where}): /health can tell the truth in time "
+                 "only where that timeout is under slas.health_truth_s")
+    return text
+
+
 def health_truth_rows(v: Verdict, timeline: Timeline, t_fault: float, limit_s: float, *,
                       records: Sequence[RequestRecord] = (), fault: str | None = None,
-                      judged: Sequence[str] = ("/health",)) -> None:
+                      judged: Sequence[str] = ("/health",), engine_timeout: tuple[float, str] | None = None) -> None:
     """One row per claim probe: the longest lie in each direction, judged against `limit_s` where the
-    claim is one the stack acts on (`judged`, slas.health_truth_checks); the others shown unjudged."""
+    claim is one the stack acts on (`judged`, slas.health_truth_checks); the others shown unjudged.
+    `engine_timeout` (seconds, which setting) is named beside a lie that timeout bounds."""
     name = fault or "no fault"
     for claim_src, truth_src, label in _pairs(timeline):
         check = f"health_truth {label}"
@@ -207,7 +223,7 @@ def health_truth_rows(v: Verdict, timeline: Timeline, t_fault: float, limit_s: f
                   f"{UNHEALTHY_LIE}: {describe(lo, t_fault, label)}; "
                   f"{len(tr.lies)} window(s) over {_rel(tr.start, t_fault)}..{_rel(tr.end, t_fault)}")
         if hi is not None and fault in KNOWN_LIES and hi.length > limit_s:
-            detail += f"; a known lie ({KNOWN_LIES[fault]}; {KNOWN_LIES_DOC})"
+            detail += f"; {known_lie(fault, engine_timeout)}"
         if worst > limit_s:
             v.add(check, limit_s, round(worst, 3), False, detail)
         elif tr.end < t_fault or tr.unknown_s > limit_s:

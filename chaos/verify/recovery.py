@@ -106,11 +106,12 @@ def recovery_verdict(window: tuple[float, float], timeline: Timeline, records: S
                      fault_error_rate_max: float | None = None, health_confirm: int = 3,
                      gpu_release_fraction: float = 0.5, gpu_retake_fraction: float = 0.8,
                      target: str | None = None, expected_xids: Collection[int] | None = None,
-                     fault: str | None = None) -> Verdict:
+                     fault: str | None = None, engine_timeout: tuple[float, str] | None = None) -> Verdict:
     """Rows: health back, first completion, steady state, errors during the fault, restarts, GPU memory
     on each of `target`'s GPUs after a crash, the Xids new during the scenario (chaos.verify.gpu_rows:
     `expected_xids` None for a non-GPU fault, where any Xid fails), and whether each health claim told
-    the truth about fault `fault` (chaos.verify.health_truth, against slas.health_truth_s)."""
+    the truth about fault `fault` (chaos.verify.health_truth, against slas.health_truth_s; `engine_timeout`, the
+    target's execute-model timeout and the setting it comes from, is named beside a lie that timeout bounds)."""
     t_inject, t_revert = window
     if t_revert < t_inject:
         from chaos.errors import ConfigError
@@ -160,7 +161,7 @@ def recovery_verdict(window: tuple[float, float], timeline: Timeline, records: S
         xid_row(v, timeline, expected_xids)
     # /health is "answered 200 throughout" above, unjudged; here the lie itself is measured and judged
     health_truth_rows(v, timeline, t_inject, slas.health_truth_s, records=records, fault=fault,
-                      judged=slas.health_truth_checks)
+                      judged=slas.health_truth_checks, engine_timeout=engine_timeout)
     v.data = {"t_inject": t_inject, "t_revert": t_revert, "health_back_s": t_h, "first_completion_s": t_c,
               "steady_state_s": t_s, "fault_errors": bad, "fault_requests": n, "fault_attempt_errors": att_bad}
     return v

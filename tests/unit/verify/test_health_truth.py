@@ -48,6 +48,34 @@ def test_a_healthy_lie_is_found_and_fails_past_the_sla() -> None:
     assert "/health 200, completions 500" in row.detail and "a known lie" in row.detail
 
 
+def test_a_lie_the_execute_model_timeout_bounds_names_that_knob_and_its_value() -> None:
+    """A rank hung in the all-reduce: /health 200 until the engine's execute-model timeout (20 s on local-vllm
+    before 2026-12-05) kills it. The failing row says which setting bounds the lie and what it is here."""
+    tl = timeline(lambda d: 200 if d < 20.2 else 503, lambda d: d < 0.1)
+    v = Verdict("recovery")
+    health_truth_rows(v, tl, T0, 5.0, fault="nccl-timeout-allreduce-hang",
+                      engine_timeout=(20.0, "replica-a's vllm.execute_model_timeout_s 20"))
+    row = v.row("health_truth /health")
+    assert row.ok is False and row.measured == pytest.approx(20.1, abs=0.15)
+    assert "a known lie" in row.detail and "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS" in row.detail
+    assert "here replica-a's vllm.execute_model_timeout_s 20" in row.detail and "default 300 s" in row.detail
+    # through the recovery verdict too, and a lie the timeout does not bound names no timeout
+    rv = recovery_verdict((T0, T0), tl, [], SLAs(recovery_s=60.0), fault="nccl-rank-freeze",
+                          engine_timeout=(300.0, "vLLM's default execute-model timeout 300"))
+    assert "here vLLM's default execute-model timeout 300" in rv.row("health_truth /health").detail
+    sigkill = rows(timeline(lambda d: 200 if d < 9.9 else 503, lambda d: d < 0.2)).row("health_truth /health")
+    assert "a known lie" in sigkill.detail and "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS" not in sigkill.detail
+
+
+def test_a_lie_under_the_sla_passes_with_a_timeout_under_it() -> None:
+    """The same hang with the execute-model timeout at 4 s: the lie is 4 s, the row passes on what it measured."""
+    tl = timeline(lambda d: 200 if d < 4.2 else 503, lambda d: d < 0.1)
+    v = Verdict("recovery")
+    health_truth_rows(v, tl, T0, 5.0, fault="nccl-timeout-allreduce-hang", engine_timeout=(4.0, "x 4"))
+    row = v.row("health_truth /health")
+    assert row.ok is True and row.measured == pytest.approx(4.1, abs=0.15) and "a known lie" not in row.detail
+
+
 def test_an_unhealthy_lie_is_found_in_the_other_direction() -> None:
     tl = timeline(lambda d: 503 if 0 <= d < 8 else 200, lambda d: True)
     tr = compare(tl.series("health", "status"), tl.series("completion", "ok"))
@@ -133,6 +161,17 @@ def test_the_sla_defaults_and_a_bad_value_is_one_line() -> None:
         parse(text, "env.yaml", environ={})
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith("env.yaml") and "slas.health_truth_s" in msg
+
+
+def test_an_execute_model_timeout_in_fractions_of_a_second_is_one_line() -> None:
+    """vLLM reads VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS with int(): 4.5 would kill the engine, not time it out."""
+    base = "name: t\nendpoints: {api: 'http://127.0.0.1:1'}\ntargets:\n  - {name: a, kind: process, port: 1, vllm: %s}\n"
+    with pytest.raises(ConfigError) as e:
+        parse(base % "{execute_model_timeout_s: 4.5}", "env.yaml", environ={})
+    msg = str(e.value)
+    assert "\n" not in msg and "targets[a].vllm.execute_model_timeout_s" in msg and "whole seconds" in msg
+    ok = parse(base % "{execute_model_timeout_s: 4}", "env.yaml", environ={})
+    assert ok.targets[0].vllm is not None and ok.targets[0].vllm.execute_model_timeout_s == 4.0
 
 
 def test_a_claim_the_stack_does_not_act_on_is_measured_and_shown_not_judged() -> None:

@@ -79,6 +79,35 @@ def test_corruption_changes_exactly_the_answers_it_names(replica, steady, golden
     assert after.row("answer_divergence").ok is True and after.data["wrong"] == []  # disarmed: right again
 
 
+def _answers_at_load(replica: ProcessTarget, n: int, users: int = 8) -> list[Answer]:
+    """`n` greedy answers (the prompts in turn) from `users` concurrent callers: the load of a run."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int) -> Answer:
+        prompt = PROMPTS[i % len(PROMPTS)]
+        status, body = complete(replica, prompt)
+        assert status == 200, body
+        return Answer(body["id"], prompt, body["choices"][0]["text"])
+
+    with ThreadPoolExecutor(users) as pool:
+        return list(pool.map(one, range(n)))
+
+
+def test_two_percent_corruption_is_caught_against_a_no_fault_run_at_the_same_load(replica, golden, policy):
+    # 1200 answers a run: at 2 %, 24 corrupted are expected; p < 0.01 needs 7 of them against a clean
+    # no-fault run (10 against one divergent answer in it), which 1200 requests miss with P < 0.001
+    baseline = _answers_at_load(replica, 1200)
+    with engine_fault(replica, "corrupt", fraction=0.02).using(policy) as f:
+        run = _answers_at_load(replica, 1200)
+    v = answers_verdict(run, baseline, dict(golden))
+    named = {line.split(" corrupts request ")[1].strip() for line in log_lines(replica, f"fault {f.fault_id} corrupts")}
+    named_run = {a.request_id for a in run if any(n.startswith(a.request_id + "-") for n in named)}
+    assert 0 < len(named_run) < 0.05 * len(run), len(named_run)  # the plugin corrupted about 2 %
+    assert v.row("answer_divergence").ok is False, v.rows
+    assert set(v.data["wrong"]) == named_run, v.rows  # the rows name exactly the corrupted requests
+    assert v.data["baseline_wrong"] == [], v.rows  # the no-fault run at the same load: nothing diverged
+
+
 def test_emoji_dense_text_crashes_the_real_tokenizer_and_nfkc_is_the_control(replica, policy):
     dense = "Rate this: " + "\U0001F600\U0001F44D" * 10 + " cafe\u0301"
     with engine_fault(replica, "tokenizer-crash").using(policy) as f:

