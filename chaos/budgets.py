@@ -25,6 +25,12 @@ START_S = 60.0    # start a load generator, observers or one process: no figure 
 VERIFY_S = 60.0   # read the records and logs, judge, attach the tables
 LOAD_GRACE_S = 30.0  # the load runner's own start-up and stop grace (chaos/load/runner.py)
 ENGINE_DEATH_SLACK_S = 15.0  # the recovery suite's wait beyond the engine's timeout
+# vLLM's own teardown after the execute-model timeout, which a frozen rank sits through in full: the executor waits
+# VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS (default 5) for its workers, SIGTERMs them, waits 4 s, then SIGKILLs
+# (vllm/v1/executor/multiproc_executor.py, _ensure_worker_termination); only then do the engine, the API server
+# and the container exit. Measured on the stripped vLLM image: the container died 38 s after a freeze at a 20 s
+# timeout, past a 35 s wait that then found the rank being SIGKILLed by vLLM (state R, not T)
+VLLM_WORKER_TEARDOWN_S = 5.0 + 4.0
 VLLM_EXECUTE_MODEL_TIMEOUT_S = 300.0  # VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS's default
 
 
@@ -47,6 +53,14 @@ def engine_timeout(cfg: Target) -> tuple[float, str]:
         return facts.execute_model_timeout_s, f"{EXECUTE_TIMEOUT_VAR} {_s(facts.execute_model_timeout_s)} " \
                                               f"read from container {facts.container}"
     return VLLM_EXECUTE_MODEL_TIMEOUT_S, f"vLLM's default execute-model timeout {_s(VLLM_EXECUTE_MODEL_TIMEOUT_S)}"
+
+
+def engine_death_wait(cfg: Target) -> tuple[float, str]:
+    """How long to wait for the engine to die of a held rank fault: its timeout, vLLM's worker teardown, a slack."""
+    t, why = engine_timeout(cfg)
+    teardown = VLLM_WORKER_TEARDOWN_S if cfg.backend == "vllm" else 0.0
+    return t + teardown + ENGINE_DEATH_SLACK_S, (f"{why} + {_s(teardown)} s of vLLM's worker teardown" if teardown
+                                                 else why) + f" + {_s(ENGINE_DEATH_SLACK_S)} s"
 
 
 def _window(env: Environment) -> float:
@@ -82,9 +96,8 @@ def _recovery(env: Environment) -> list[PhaseBudget]:
 
     held = [t for f in TP_ONLY for t in chosen(env, f)[0]]
     if held:  # the rank freeze and link cut hold until the engine died of its own timeout: the longest one's
-        t, why = max((engine_timeout(x) for x in held), key=lambda tw: tw[0])
-        phases.append(derived("wait for the engine to die", t + ENGINE_DEATH_SLACK_S,
-                              f"{why} + {_s(ENGINE_DEATH_SLACK_S)} s"))
+        t, why = max((engine_death_wait(x) for x in held), key=lambda tw: tw[0])
+        phases.append(derived("wait for the engine to die", t, why))
     return phases + [
         derived("no fault: same load, same observers", max(1.0, 20 * env.time_scale), "20 s x time_scale"),
         PhaseBudget("start a new replica", START_S, "starting a process"),

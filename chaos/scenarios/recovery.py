@@ -84,8 +84,9 @@ class RecoveryRun:
         self.evidence = dict(getattr(fault, "evidence", {}) or {}, **(info or {}))
         if lasting:
             timeout = budgets.engine_timeout(self.env.target(self.name))[0]
+            wait = budgets.engine_death_wait(self.env.target(self.name))[0]  # vLLM's own teardown included
             with sc.phase("wait for the engine to die", timeout_s=timeout):  # its budget: chaos/budgets.py
-                sc.poll(lambda: target.restart_count() != self.restarts_before, timeout=timeout + 15, every=0.1)
+                sc.poll(lambda: target.restart_count() != self.restarts_before, timeout=wait, every=0.1)
             self.evidence["engine_died_after_s"] = round(time.time() - self.t_inject, 2)
         # the engine died of the fault and was replaced: the frozen rank or cut link's victim is gone
         sc.revert(check=target.restart_count() == self.restarts_before)
