@@ -140,3 +140,20 @@ def test_engine_faults_true_gives_the_replica_its_control_directory(tmp_path):
     on = cfg.model_copy(update={"vllm": cfg.vllm.model_copy(update={"engine_faults": True})})
     t = make_target(on, run_id="t", state_dir=tmp_path)
     assert t.env[C.ENV_VAR] == str(tmp_path.resolve() / "engine-faults" / cfg.name)  # type: ignore[attr-defined]
+
+
+def test_an_enabled_plugin_gives_the_compiled_graphs_a_cache_root_of_their_own(tmp_path, monkeypatch):
+    # vLLM's AOT compile cache is keyed by config, not by the code traced: a graph compiled without the
+    # plugin's all-reduce gate must never be loaded by a replica with it (the hang would not fire)
+    import chaos_engine_plugin as P
+
+    monkeypatch.setenv("VLLM_CACHE_ROOT", str(tmp_path / "vllm"))
+    P._own_compile_cache()
+    moved = tmp_path / "vllm" / P.CACHE_SUBDIR
+    assert P.os.environ["VLLM_CACHE_ROOT"] == str(moved)
+    P._own_compile_cache()  # the engine's and the ranks' processes inherit it: not nested again
+    assert P.os.environ["VLLM_CACHE_ROOT"] == str(moved)
+    monkeypatch.delenv("VLLM_CACHE_ROOT")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    P._own_compile_cache()  # vLLM's own default root, moved the same way
+    assert P.os.environ["VLLM_CACHE_ROOT"] == str(tmp_path / "xdg" / "vllm" / P.CACHE_SUBDIR)
