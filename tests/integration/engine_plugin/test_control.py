@@ -2,6 +2,7 @@
 writes and removes the files through a real target's exec, the plugin's Control reads them."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -157,3 +158,14 @@ def test_an_enabled_plugin_gives_the_compiled_graphs_a_cache_root_of_their_own(t
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     P._own_compile_cache()  # vLLM's own default root, moved the same way
     assert P.os.environ["VLLM_CACHE_ROOT"] == str(tmp_path / "xdg" / "vllm" / P.CACHE_SUBDIR)
+
+
+def test_without_torch_the_all_reduce_gate_is_the_plain_check():
+    # the harness's venv has no torch (and nothing there traces): the hook still installs and checks
+    if importlib.util.find_spec("torch") is not None:
+        pytest.skip("torch is installed here: the op path is tests/vllm/engine_plugin/test_compiled_gate.py")
+    from chaos_engine_plugin import gate
+
+    ran: list[object] = []
+    gate.define(lambda: ran.append(1))(object())
+    assert ran == [1] and gate._ops is None
