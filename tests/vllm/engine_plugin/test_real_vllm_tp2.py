@@ -52,6 +52,7 @@ def test_a_compiled_tp2_replica_serves_with_the_plugin_and_its_hung_all_reduce_s
     # Dynamo (fullgraph) at start-up; a wrapper Dynamo cannot trace fails the engine's initialisation
     with plugin_replica(tmp_path, tp=2, eager=False, timeout_s=COMPILED_TIMEOUT_S) as t:
         assert not log_lines(t, "Attempted to call function marked as skipped")
+        assert len(log_lines(t, "Warming up done.")) == 2  # both ranks compiled the forward at start-up
         for prompt in ("one", "two", "three"):  # unarmed: it serves, the gate passing at each step
             assert complete(t, prompt, timeout=30)[0] == 200
         with engine_fault(t, "allreduce-hang", rank=1).using(policy) as f:
