@@ -51,22 +51,59 @@ def ephemeral_port_low() -> int:
         return 32768  # Linux's default
 
 
+# The fixed CHAOS_PORT_OFFSETs of the end-to-end tests that run an environment of environments/ by name
+# (their state dirs, <state_dir>-port+N, are theirs too). No two of them, and none of them and any offset
+# free_port_offset hands out, put two components of environments/local.yaml, chaos/env/builtin/local.yaml
+# or examples/own-suite's my-stack.yaml on one port (tests/unit/test_port_offsets.py holds that): the
+# gray-release game day at 760 and the release suite at 780 once did (replica-a's simulator at 18201+780
+# is replica-a's fault proxy at 18221+760), harmless only while the lane ran one file at a time.
+FIXED_OFFSETS = {"gameday": 730, "gray-release": 760, "release-suite": 880}
+OFFSET_PORTS_BELOW = 20000  # the slices are cut for files whose ports lie below this (higher ones get fewer offsets)
+OFFSET_GAP = 2000  # wider than the spread of those files' ports (18000-19474): slices this far apart never meet
+
+
+def offset_candidates(worker: int = 0, workers: int = 1) -> list[int]:
+    """The offsets free_port_offset may draw for xdist worker `worker` of `workers`: one slice each of the
+    multiples of 100 from 1000 to where OFFSET_PORTS_BELOW would reach the ephemeral range, the slices
+    OFFSET_GAP apart, so that two workers picking at the same moment can never pick clashing offsets."""
+    low, top = 1000, ephemeral_port_low() - OFFSET_PORTS_BELOW
+    band = (top - low) // max(workers, 1)
+    start, stop = low + worker * band, low + (worker + 1) * band - OFFSET_GAP
+    return [o for o in range(low, top, 100) if start <= o < stop]
+
+
+def _xdist_worker() -> tuple[int, int]:
+    """(this xdist worker's index, the number of workers); (0, 1) outside xdist."""
+    name, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if name.startswith("gw") and name[2:].isdigit() and count.isdigit() and int(name[2:]) < int(count):
+        return int(name[2:]), int(count)
+    return 0, 1
+
+
+def env_ports(*texts: str) -> set[int]:
+    """Every loopback port an environment file's text names."""
+    import re
+
+    ports = {int(p) for t in texts for p in re.findall(r"127\.0\.0\.1:(\d+)", t)}
+    ports |= {int(p) for t in texts for p in re.findall(r"\bport: (\d+)", t)}
+    ports |= {int(p) for t in texts for m in re.findall(r"rank_ports: \[([\d, ]+)\]", t) for p in m.split(",")}
+    return ports
+
+
 def free_port_offset(*texts: str) -> int:
     """A CHAOS_PORT_OFFSET at which every loopback port of these environment texts is free now and stays
     below the ephemeral range (beside any stack a developer keeps running on the files' own ports).
 
     Below the ephemeral range: a sim rank once failed to listen on 127.0.0.1:34602, an outgoing
-    connection's port taken between the check and the listen. Offsets are drawn at random so that two
-    tests picking at the same moment rarely pick the same."""
+    connection's port taken between the check and the listen. Drawn at random from this xdist worker's
+    own slice (offset_candidates): tests of one worker run one after another, and the other worker's
+    tests draw from a slice no port of theirs can reach."""
     import random
-    import re
 
     import pytest
 
-    ports = {int(p) for t in texts for p in re.findall(r"127\.0\.0\.1:(\d+)", t)}
-    ports |= {int(p) for t in texts for p in re.findall(r"\bport: (\d+)", t)}
-    ports |= {int(p) for t in texts for m in re.findall(r"rank_ports: \[([\d, ]+)\]", t) for p in m.split(",")}
-    fits = [o for o in range(1000, 20000, 100) if max(ports, default=0) + o < ephemeral_port_low()]
+    ports = env_ports(*texts)
+    fits = [o for o in offset_candidates(*_xdist_worker()) if max(ports, default=0) + o < ephemeral_port_low()]
     for offset in random.sample(fits, min(40, len(fits))):
         if all(_port_free(p + offset) for p in ports):
             return offset

@@ -38,6 +38,11 @@ LONG_UNITS = {
     "tests/standins/thirdparty/test_breaker_verdicts.py::test_the_verdict_table_reports_what_the_gateway_does[nginx]": 187,
     "tests/standins/gateway/test_breaker_suite_policy.py": 172,
     "tests/standins/lab/": 140,
+    # the end-to-end lane's longest files (one process, 2026-12-04): started first, so that neither worker
+    # is left with one of them at the end
+    "tests/e2e/experiment/test_gray_release.py": 217,
+    "tests/e2e/monitoring/test_gameday_alerts.py": 187,
+    "tests/e2e/load/test_load_verdicts_on_stack.py": 99,
 }
 
 

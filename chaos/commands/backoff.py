@@ -20,7 +20,8 @@ def backoff_check(
     time_limit: float | None = typer.Option(None, "--time-limit", help="stop a client after this many seconds"),
     json_out: Path | None = typer.Option(None, "--json", help="also write the rows and evidence here"),
 ) -> None:
-    """Run the client against a recorder on 127.0.0.1 and check each backoff rule (exit 0 ok, 1 fail, 2 usage).
+    """Run the client against a recorder on 127.0.0.1 and check each backoff rule (exit 0 ok, 1 fail or not
+    proven, 2 usage).
 
     A client that never retries a retryable failure FAILS (rule `retries`), it does not pass on rules
     left n/a for want of retries."""
@@ -47,13 +48,16 @@ def backoff_check(
         json_out.write_text(json.dumps({"ok": verdict.ok, "rows": verdict.as_table(), "data": verdict.data},
                                        default=str, indent=1), encoding="utf-8")
     bad = [r.check for r in verdict.failures]
-    unjudged = [r.check for r in verdict.rows if r.ok is None]
+    unproven = verdict.unproven  # e.g. jitter no wider than the machine's own scheduler noise: never a pass
+    unjudged = [r.check for r in verdict.rows if r.ok is None and not r.unproven]
     if bad:
         console.print(f"FAIL: {', '.join(bad)}")
+    elif unproven:
+        console.print(f"NOT PROVEN: {', '.join(r.check for r in unproven)} ({unproven[0].unproven})")
     else:  # the "retries" row fails a client that never retried, so n/a rows here lack a phase, not a client
         console.print("PASS: every rule holds" if not unjudged
                       else f"PASS: every rule that could be judged holds (n/a: {', '.join(unjudged)})")
-    raise typer.Exit(1 if bad else 0)
+    raise typer.Exit(1 if bad or unproven else 0)
 
 
 def register(app: typer.Typer) -> None:

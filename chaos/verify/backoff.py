@@ -5,7 +5,8 @@ the client hung up on a held request) to the arrival of attempt n+1 of the same 
 So it is the time the client really waited, whatever its own timeout was.
 
 Phases (slots of the recorder): "retry" (N clients, the first K attempts fail), "give_up" (every
-attempt fails, one client) and "non_retryable" (every attempt gets a 400).
+attempt fails, one client), "non_retryable" (every attempt gets a 400) and "noise" (the harness's own
+fixed-wait control, run beside the retry phase to measure scheduler noise).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from chaos.env.model import RetryPolicy
+from chaos.verify.backoff_noise import control_groups, deviations, p_noise_alone
 from chaos.verify.recorder import Arrival
 from chaos.verify.verdict import Verdict
 
@@ -71,8 +73,12 @@ def default_growth_min(policy: RetryPolicy) -> float:
 
 
 def judge(phases: dict[str, Sequence[Arrival]], policy: RetryPolicy, *, runs: Sequence[ClientRun] = (),
-          growth_min: float | None = None, jitter_min_cv: float = 0.02, tolerance_s: float = 0.15) -> Verdict:
+          growth_min: float | None = None, jitter_min_cv: float = 0.02, jitter_alpha: float = 0.001,
+          tolerance_s: float = 0.15) -> Verdict:
     """All rules, one row each; a rule without data is n/a (ok=None), never a silent pass.
+
+    phases["noise"] holds the arrivals of the fixed-wait control (chaos.verify.backoff_noise): the
+    jitter rule passes only on spread wider than theirs (jitter_alpha: the chance noise alone passes).
 
     tolerance_s applies to the upper bounds only (cap, deadline): an interval is measured at the
     server, so it also holds the client's own reconnect and request-building time (tens of ms on
@@ -83,7 +89,7 @@ def judge(phases: dict[str, Sequence[Arrival]], policy: RetryPolicy, *, runs: Se
     _retries(v, retry + give_up, policy)
     _min_interval(v, g_all, policy)
     _exponential(v, g_all, policy, growth_min or default_growth_min(policy))
-    _jitter(v, gaps(retry), policy, jitter_min_cv)
+    _jitter(v, gaps(retry), policy, jitter_min_cv, gaps(phases.get("noise", ())), jitter_alpha)
     _cap(v, g_all, policy, tolerance_s)
     _gives_up(v, give_up, policy, [r for r in runs if r.slot.startswith("g")], tolerance_s)
     _retry_after(v, g_all, policy)
@@ -143,21 +149,39 @@ def _exponential(v: Verdict, gs: list[Gap], policy: RetryPolicy, growth_min: flo
           f"median waits {seq} s; smallest growth x{worst:.2f} from wait {i + 1} to {i + 2}")
 
 
-def _jitter(v: Verdict, gs: list[Gap], policy: RetryPolicy, min_cv: float) -> None:
+def _jitter(v: Verdict, gs: list[Gap], policy: RetryPolicy, min_cv: float, noise: list[Gap], alpha: float) -> None:
+    """Clients not in lockstep: their spread must clear min_cv AND be wider than scheduler noise alone.
+
+    Noise only ever widens the spread, so a spread below min_cv is the client's own lockstep (FAIL). A
+    spread above it proves jitter only if a fixed-wait control measured at the same time (noise) ranks
+    below it (p <= alpha); otherwise the load could have made it, and the rule is not proven."""
+    groups: list[list[float]] = []
     pooled: list[float] = []
-    used = 0
     for i, med, n in _medians(gs, policy):
         xs = [g.seconds for g in gs if g.index == i and _own(g, policy)]
         if n >= 2 and med > 0 and med < 0.95 * policy.max_interval_s:
+            groups.append(xs)
             pooled += [x / med for x in xs]
-            used += 1
     if len(pooled) < 3:
         v.add("jitter", min_cv, None, None, "needs 2+ concurrent clients retrying below the cap (--clients N)")
         return
     cv = statistics.pstdev(pooled) / statistics.fmean(pooled)
-    v.add("jitter", min_cv, round(cv, 4), cv >= min_cv,
-          f"spread (cv) of {len(pooled)} waits over {used} retry step(s) across clients; "
-          f"{'not in lockstep' if cv >= min_cv else 'clients retry in lockstep'}")
+    what = f"spread (cv) of {len(pooled)} waits over {len(groups)} retry step(s) across clients"
+    if cv < min_cv:
+        v.add("jitter", min_cv, round(cv, 4), False, f"{what}; clients retry in lockstep")
+        return
+    ctrl = deviations(control_groups(noise))
+    if len(ctrl) < 3:
+        v.not_proven("jitter", min_cv, round(cv, 4), f"{what}, but no fixed-wait control measured the scheduler "
+                     "noise at the same time: noise alone can spread waits this much")
+        return
+    p = p_noise_alone(deviations(groups), ctrl)
+    vs = f"a fixed-wait control spread by {statistics.median(ctrl) * 1000:.0f} ms (median) vs the clients' " \
+            f"{statistics.median(deviations(groups)) * 1000:.0f} ms; p(noise alone) {p:.2g}"
+    if p <= alpha:
+        v.add("jitter", min_cv, round(cv, 4), True, f"{what}; not in lockstep: {vs}")
+    else:
+        v.not_proven("jitter", min_cv, round(cv, 4), f"{what}, no wider than scheduler noise: {vs} > {alpha:g}")
 
 
 def _cap(v: Verdict, gs: list[Gap], policy: RetryPolicy, tol: float) -> None:

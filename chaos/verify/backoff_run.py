@@ -4,6 +4,8 @@ The three phases run at once on separate recorder slots (so a check takes as lon
   retry          N copies, the first K attempts of each logical request fail in the chosen way
   give_up        one copy, every attempt fails: it must stop within max_attempts and the deadline
   non_retryable  one copy, every attempt gets a 400: it must not retry
+With the retry phase, as many fixed-wait copies of the harness's own (chaos.verify.backoff_noise) run
+too, on slots q0, q1, ...: their spread is the scheduler noise the jitter rule must see the clients' spread exceed.
 A callable gets the base URL of its slot and makes one logical request. A command template gets
 `{base_url}` replaced by that URL and runs under /bin/sh in its own process group.
 """
@@ -19,6 +21,7 @@ from typing import Any
 
 from chaos.env.model import RetryPolicy
 from chaos.errors import ConfigError
+from chaos.verify import backoff_noise as noise
 from chaos.verify.backoff import ClientRun, judge
 from chaos.verify.recorder import RETRYABLE_FAILURES, Arrival, Recorder
 from chaos.verify.verdict import Verdict
@@ -52,22 +55,40 @@ def check_backoff(client: ClientFn | str, policy: RetryPolicy, *, failure: str =
         if "non_retryable" in phases:
             rec.configure("400", None, slot="n0")
             slots.append("n0")
-        runs = _run_all(client, rec, slots, limit)
+        probe = None
+        if "retry" in phases:  # the jitter rule needs the noise of this machine, now, to judge spread against
+            copies = max(clients, noise.MIN_COPIES)
+            for i in range(copies):
+                rec.configure("503", fail_first, slot=f"{noise.PREFIX}{i}")
+            probe = noise.NoiseProbe(rec, policy.min_interval_s, copies, processes=isinstance(client, str)).start()
+        try:
+            runs = _run_all(client, rec, slots, limit, probe.halt if probe is not None else _nothing)
+        finally:
+            if probe is not None:
+                probe.stop()
         arrivals = [a for a in rec.arrivals() if a.action not in ("health", "models")]
     grouped: dict[str, Sequence[Arrival]] = {p: [a for a in arrivals if a.slot.startswith(_PREFIX[p])] for p in phases}
+    grouped["noise"] = [a for a in arrivals if a.slot.startswith(noise.PREFIX)]
     v = judge(grouped, policy, runs=runs, **judge_kw)
     v.data["scenario"] = {"failure": failure, "fail_first": fail_first, "retry_after": retry_after,
                           "clients": clients, "client": client if isinstance(client, str) else repr(client)}
     return v
 
 
-def _run_all(client: ClientFn | str, rec: Recorder, slots: list[str], limit: float) -> list[ClientRun]:
+def _nothing() -> None:
+    pass
+
+
+def _run_all(client: ClientFn | str, rec: Recorder, slots: list[str], limit: float,
+             retry_over: Callable[[], None]) -> list[ClientRun]:
+    """Run every slot; retry_over() is called once every retry-phase copy ("r" slots) has finished."""
     if isinstance(client, str):
-        return _run_commands(client, rec, slots, limit)
-    return _run_callables(client, rec, slots, limit)
+        return _run_commands(client, rec, slots, limit, retry_over)
+    return _run_callables(client, rec, slots, limit, retry_over)
 
 
-def _run_callables(fn: ClientFn, rec: Recorder, slots: list[str], limit: float) -> list[ClientRun]:
+def _run_callables(fn: ClientFn, rec: Recorder, slots: list[str], limit: float,
+                   retry_over: Callable[[], None]) -> list[ClientRun]:
     done: dict[str, tuple[float, str]] = {}
     t0 = time.perf_counter()
 
@@ -78,6 +99,8 @@ def _run_callables(fn: ClientFn, rec: Recorder, slots: list[str], limit: float) 
         except Exception as e:  # a client may give up by raising; that is its business
             out = f"{type(e).__name__}: {e}"[:300]
         done[slot] = (time.perf_counter() - t0, out)
+        if all(s in done for s in slots if s.startswith(_PREFIX["retry"])):
+            retry_over()
 
     threads = [threading.Thread(target=body, args=(s,), name=f"backoff-client-{s}", daemon=True) for s in slots]
     for t in threads:
@@ -85,10 +108,12 @@ def _run_callables(fn: ClientFn, rec: Recorder, slots: list[str], limit: float) 
     for t in threads:
         t.join(max(0.0, limit - (time.perf_counter() - t0)))
     end = time.perf_counter() - t0
+    retry_over()
     return [ClientRun(s, s in done, done.get(s, (end, ""))[0], None, done.get(s, (0, ""))[1]) for s in slots]
 
 
-def _run_commands(template: str, rec: Recorder, slots: list[str], limit: float) -> list[ClientRun]:
+def _run_commands(template: str, rec: Recorder, slots: list[str], limit: float,
+                  retry_over: Callable[[], None]) -> list[ClientRun]:
     t0 = time.perf_counter()
     procs: dict[str, subprocess.Popen[bytes]] = {}
     for s in slots:
@@ -96,7 +121,9 @@ def _run_commands(template: str, rec: Recorder, slots: list[str], limit: float) 
         procs[s] = subprocess.Popen(["/bin/sh", "-c", cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
     runs: list[ClientRun] = []
-    for s, p in procs.items():
+    for s, p in procs.items():  # the "r" slots come first
+        if not s.startswith(_PREFIX["retry"]):
+            retry_over()
         remaining = max(0.0, limit - (time.perf_counter() - t0))
         try:
             out, _ = p.communicate(timeout=remaining)
@@ -105,6 +132,7 @@ def _run_commands(template: str, rec: Recorder, slots: list[str], limit: float) 
             _kill_group(p)
             out, _ = p.communicate()
             runs.append(ClientRun(s, False, time.perf_counter() - t0, p.returncode, _tail(out)))
+    retry_over()
     return runs
 
 

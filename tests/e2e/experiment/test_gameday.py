@@ -16,9 +16,9 @@ import pytest
 
 from chaos.env import load
 from chaos.faults.ledger import Ledger
-from tests._support import REPO, require
+from tests._support import FIXED_OFFSETS, REPO, require
 
-OFFSET = "730"  # its own ports and state dir: never the stack a user has up
+OFFSET = str(FIXED_OFFSETS["gameday"])  # its own ports and state dir: never the stack a user has up
 ENV = {**os.environ, "CHAOS_PORT_OFFSET": OFFSET, "CHAOS_ENV_DIR": str(REPO / "environments")}
 
 

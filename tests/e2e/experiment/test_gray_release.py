@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests._support import REPO
+from tests._support import FIXED_OFFSETS, REPO
 from tests.e2e.experiment.test_gameday import _components, _events, _finish, _journal  # noqa: F401 - fixture
 
-OFFSET = "760"  # ports and state of its own
+OFFSET = str(FIXED_OFFSETS["gray-release"])  # ports and state of its own
 PLAN = REPO / "examples" / "gameday" / "gray-release.yaml"
 
 

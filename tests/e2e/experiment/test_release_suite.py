@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from tests._support import REPO
+from tests._support import FIXED_OFFSETS, REPO
 from tests.e2e.experiment.test_gameday import _components  # noqa: F401 - fixture
 from tests.e2e.experiment.test_gray_release import _env_dir
 
-OFFSET = "780"  # ports and state of its own
+OFFSET = str(FIXED_OFFSETS["release-suite"])  # ports and state of its own
 
 
 @pytest.mark.slow

@@ -46,10 +46,20 @@ def failing(v) -> set[str]:
     return {r.check for r in v.failures}
 
 
+def unproven_jitter_skips(v) -> None:
+    """Every other rule has been asserted; jitter "not proven" (the clients' spread no wider than the
+    fixed-wait control's: a loaded machine) is the project's skipped step, with its numbers, never a pass."""
+    row = v.row("jitter")
+    if row.unproven:
+        pytest.skip(f"jitter not proven on this machine now: {row.detail}")
+
+
 def test_reference_client_passes_every_rule() -> None:
     v = check_backoff(reference, POLICY, failure="503", fail_first=2, clients=6, time_limit_s=12)
     assert v.ok, [r.line() for r in v.failures] + [r.line() for r in v.rows]
-    assert all(v.row(rule).ok is True for rule in RULES_OK)
+    assert all(v.row(rule).ok is True for rule in RULES_OK if rule != "jitter")
+    unproven_jitter_skips(v)
+    assert v.row("jitter").ok is True
     assert v.row("retry_after").ok is None
 
 
@@ -64,7 +74,11 @@ def test_naive_100ms_loop_fails_for_the_right_reasons() -> None:
 def test_fixed_600ms_without_jitter_fails_growth_and_jitter_only() -> None:
     v = check_backoff(fixed_loop(0.6, 4), POLICY, failure="503", fail_first=2, clients=6, time_limit_s=12)
     assert v.row("min_interval").ok is True
-    assert {"exponential", "jitter", "non_retryable"} <= failing(v)
+    assert {"exponential", "non_retryable"} <= failing(v)
+    # Lockstep: a FAIL when the spread is under 2 %; on a loaded machine scheduler noise alone spreads the
+    # waits wider (cv 0.02-0.05 seen at load 5-10), and then the rule cannot tell, so it is not proven. Never ok.
+    jitter = v.row("jitter")
+    assert jitter.ok is False or jitter.unproven, jitter.line()
 
 
 @pytest.mark.slow
@@ -76,6 +90,7 @@ def test_reference_client_passes_under_each_failure(failure: str, retry_after: f
     assert v.ok, [r.line() for r in v.failures] + [r.line() for r in v.rows]
     if failure == "429":
         assert v.row("retry_after").ok is True
+    unproven_jitter_skips(v)
 
 
 @pytest.fixture
@@ -115,6 +130,8 @@ def test_reference_python_script_passes_through_the_cli(env_file: str, capsys: p
     rc = main(["backoff-check", "--client-cmd", cmd, "--env", env_file, "--clients", "8", "--fail-first", "2",
                "--time-limit", "20"])
     out = capsys.readouterr().out
+    if rc == 1 and "NOT PROVEN: jitter (" in out and "FAIL" not in out:
+        pytest.skip(f"jitter not proven on this machine now: {out.splitlines()[-1]}")
     assert rc == 0, out
     assert "PASS: every rule that could be judged holds (n/a: retry_after)" in out  # no 429 was sent
 
@@ -126,6 +143,7 @@ def test_node_client_passes_through_the_command_path() -> None:
     cmd = f"node {CLIENTS / 'node_client.mjs'} {{base_url}} --min 0.5 --max 2 --attempts 4 --deadline 10 --timeout 1"
     v = check_backoff(cmd, POLICY, failure="503", fail_first=2, clients=8, time_limit_s=20)
     assert v.ok, [r.line() for r in v.failures] + [r.line() for r in v.rows]
+    unproven_jitter_skips(v)
 
 
 @pytest.mark.parametrize("args, message", [

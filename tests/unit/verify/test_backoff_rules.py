@@ -55,7 +55,8 @@ def test_jitter_lockstep_fails_and_spread_passes() -> None:
     lock = [a for i in range(6) for a in seq(f"r{i}/x", [0.6, 1.2], t0=100 + i * 0.001)]
     spread = [a for i in range(6) for a in seq(f"r{i}/x", [0.5 + 0.02 * i, 1.0 + 0.04 * i])]
     assert judge({"retry": lock}, POLICY).row("jitter").ok is False
-    assert judge({"retry": spread}, POLICY).row("jitter").ok is True
+    quiet = [a for i in range(6) for a in seq(f"q{i}/x", [0.5 + 0.001 * (i % 2), 0.5 + 0.001 * (i % 3)])]
+    assert judge({"retry": spread, "noise": quiet}, POLICY).row("jitter").ok is True
     assert judge({"retry": seq("r0/x", [0.5, 1.0])}, POLICY).row("jitter").ok is None  # one client: n/a
 
 

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from chaos.pytest_plugin import require_component
-from tests._support import REPO, _image_reason
+from tests._support import REPO, _image_reason, stop_process
 from tests._vllm import require_vllm
 from tests.integration.targets.test_docker_noprocps import GONE, build_stripped
 from tests.standins.stack.stack_env import free_ports
@@ -64,6 +64,26 @@ def _env_copy(tmp_path: Path, image: str) -> Path:
     path = tmp_path / f"{doc['name']}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
+
+
+def _run_suite(env_file: Path, args: list[str], env: dict[str, str], log: Path, timeout_s: float) -> tuple[int, str]:
+    """Run a suite against `env_file` with its output in `log`. Past `timeout_s` it gets SIGTERM, which the
+    harness answers as a cancelled CI job's: the fault reverted, the stack taken down (a SIGKILL would leave
+    two vLLM containers, the gateway and Toxiproxy running); `chaos cleanup` is the backstop either way."""
+    with open(log, "wb") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "pytest", *args, "--env", str(env_file), "--allow-destructive",
+                                 "-p", "no:cacheprovider", "-v", "-rs"], cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
+                                env=env)
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            stop_process(proc, grace_s=90)
+            rc = -1
+        finally:
+            subprocess.run([sys.executable, "-m", "chaos.cli", "cleanup", "--env", str(env_file)], cwd=REPO,
+                           capture_output=True, timeout=180, env=env)
+    out = log.read_text(errors="replace")
+    return rc, out + (f"\n[still running after {timeout_s:.0f} s: stopped with SIGTERM]" if rc == -1 else "")
 
 
 def _outcomes(out: str) -> dict[str, str]:
@@ -110,17 +130,14 @@ def test_recovery_suite_on_real_vllm_without_ps_or_kill(stripped, tmp_path, grou
     kinds = GROUPS[group]
     env = {k: v for k, v in os.environ.items() if k != "CHAOS_REQUIRE"}  # a skip inside is an outcome here
     t0 = time.time()
-    r = subprocess.run([sys.executable, "-m", "pytest", "suites/recovery", "--env", str(path),
-                        "-k", f"steady-users and ({' or '.join(kinds)})", "--allow-destructive",
-                        "-p", "no:cacheprovider", "-v", "-rs"], cwd=REPO, capture_output=True, text=True,
-                       timeout=570, env=env)
-    out = r.stdout + r.stderr
-    got = _outcomes(r.stdout)
+    rc, out = _run_suite(path, ["suites/recovery", "-k", f"steady-users and ({' or '.join(kinds)})"], env,
+                         tmp_path / "suite.log", timeout_s=570)
+    got = _outcomes(out)
     print(f"{group}: suite {time.time() - t0:.0f} s: {got}")
     want = {f"test_replica_recovers[{k}-steady-users-replica-a]": "PASSED" for k in kinds}
-    assert r.returncode == 0 and got == want, out[-5000:]
+    assert rc == 0 and got == want, out[-5000:]
     if "nccl-rank-freeze" in kinds:  # the plan names the TP 2 target the rank freeze hurt
-        plan = [line.split() for line in r.stdout.splitlines() if line.startswith("recovery ")]
+        plan = [line.split() for line in out.splitlines() if line.startswith("recovery ")]
         assert ["recovery", "NCCL", "rank", "freeze", "on", "replica-a", "(TP", "2)", "run"] in \
             [row[:9] for row in plan], plan
     events = _replica_events(t0, stripped)
