@@ -24,6 +24,24 @@ def register() -> None:
     if not directory or _registered:
         return
     _registered = True
+    _own_compile_cache()
     from chaos_engine_plugin import hooks
 
     hooks.install(Control(directory))
+
+
+CACHE_SUBDIR = "llm-chaos-plugin"
+
+
+def _own_compile_cache() -> None:
+    """Give this replica's compiled graphs a cache of their own (VLLM_CACHE_ROOT/llm-chaos-plugin).
+
+    vLLM's AOT compile cache (torch >= 2.10) is keyed by the config, not by the code traced: a graph
+    compiled without the plugin would be loaded by a replica with it, without the all-reduce gate, and
+    the hang would silently never fire (the other way round, the gated graph fails to load where the
+    plugin is off, and vLLM recompiles). vLLM leaves VLLM_CACHE_ROOT out of its keys, so a separate
+    root keeps the two apart. The API server calls this first: the engine and the ranks inherit it."""
+    root = os.environ.get("VLLM_CACHE_ROOT") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "vllm")
+    if os.path.basename(os.path.normpath(root)) != CACHE_SUBDIR:
+        os.environ["VLLM_CACHE_ROOT"] = os.path.join(root, CACHE_SUBDIR)

