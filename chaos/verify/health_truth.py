@@ -32,6 +32,7 @@ KNOWN_LIES = {
                                    "timeout kills the engine (20.0-20.4 s on local-vllm at 20 s, 3 runs)",
     "tp-worker-sigkill": "vLLM 0.32: /health 200 for 9.6 s after a TP worker is SIGKILLed",
     "rank-kill": "vLLM 0.32: /health 200 for 9.6 s after a TP worker is SIGKILLed",
+    "nccl-rank-kill": "vLLM 0.32: /health 200 for 9.6 s after a TP worker is SIGKILLed",  # the recovery suite's name
 }
 KNOWN_LIES_DOC = "docs/vllm-fidelity.md#health-that-tells-the-truth"
 # the known lies that last exactly as long as the engine's execute-model timeout: the knob that bounds them
