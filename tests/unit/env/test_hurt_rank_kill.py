@@ -54,4 +54,3 @@ def test_the_budget_waits_for_no_engine_timeout_when_only_the_kill_has_a_target(
     env.target("gpu-2").hurt = ["nccl-rank-kill"]  # the freeze, link cut and hang hurt nothing now
     phases = [p.phase for p in budgets.for_suite(env, "recovery").phases]
     assert "wait for the engine to die" not in phases, phases
-
