@@ -28,7 +28,7 @@ CLAIMS = {"health": "/health", "models": "/v1/models"}
 # monitor sees it at once, but marks the engine dead only after shutting the executor down, which waits
 # VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS for the surviving ranks, then 4 s after their SIGTERM (read from
 # vllm/v1/executor/multiproc_executor.py; its log shows both steps in the local-vllm run)
-_WORKER_KILLED = ("vLLM 0.32: /health 200 for 9.5-9.6 s after a TP worker is SIGKILLed mid-step: until the executor's "
+_WORKER_KILLED = ("vLLM 0.32: /health 200 for 9.2-9.8 s after a TP worker is SIGKILLed mid-step: until the executor's "
                   "shutdown gives up on the surviving workers (VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS, default 5 s, "
                   "then 4 s after SIGTERM)")
 KNOWN_LIES = {
