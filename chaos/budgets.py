@@ -92,9 +92,9 @@ def common(env: Environment) -> list[PhaseBudget]:
 def _recovery(env: Environment) -> list[PhaseBudget]:
     s = env.slas
     phases = [p for p in common(env) if p.phase not in ("hold fault", "drain load")]
-    from chaos.hurt import TP_ONLY, chosen
+    from chaos.hurt import HELD, chosen
 
-    held = [t for f in TP_ONLY for t in chosen(env, f)[0]]
+    held = [t for f in HELD for t in chosen(env, f)[0]]
     if held:  # the rank freeze and link cut hold until the engine died of its own timeout: the longest one's
         t, why = max((engine_death_wait(x) for x in held), key=lambda tw: tw[0])
         phases.append(derived("wait for the engine to die", t, why))

@@ -17,7 +17,10 @@ from chaos.env.model import RecoveryFault, Target
 from chaos.errors import ConfigError
 
 FAULTS: tuple[str, ...] = get_args(RecoveryFault)
-TP_ONLY = ("nccl-rank-freeze", "nccl-rank-link-cut", "nccl-timeout-allreduce-hang")
+TP_ONLY = ("nccl-rank-kill", "nccl-rank-freeze", "nccl-rank-link-cut", "nccl-timeout-allreduce-hang")
+# of those, the faults held until the engine died of its own timeout (a killed rank is noticed at once by
+# the engine's worker monitor: nothing waits for a timeout)
+HELD = ("nccl-rank-freeze", "nccl-rank-link-cut", "nccl-timeout-allreduce-hang")
 
 
 def tp_of(t: Target) -> int:
@@ -34,9 +37,10 @@ def marked(t: Target, fault: str | None) -> bool:
     return bool(t.hurt) if fault is None else fault in t.hurt
 
 
-def no_second_rank(t: Target) -> str | None:
+def no_second_rank(t: Target, verb: str = "freeze") -> str | None:
+    """Why target t has no rank 1 to `verb` (None when it has one)."""
     n = tp_of(t)
-    return None if n >= 2 else f"target {t.name} runs TP {n}: there is no second rank to freeze"
+    return None if n >= 2 else f"target {t.name} runs TP {n}: there is no second rank to {verb}"
 
 
 def no_rank_link(env: Environment, t: Target) -> str | None:
@@ -61,6 +65,8 @@ def no_engine_plugin(t: Target) -> str | None:
 def _fit(env: Environment, fault: str | None) -> Callable[[Target], str | None]:
     if fault == "nccl-rank-freeze":
         return no_second_rank
+    if fault == "nccl-rank-kill":
+        return lambda t: no_second_rank(t, "kill")
     if fault == "nccl-timeout-allreduce-hang":
         return no_engine_plugin
     if fault == "nccl-rank-link-cut":

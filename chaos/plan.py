@@ -173,6 +173,7 @@ ENTRIES = (  # destructive: as the suites mark their tests (refused on a protect
     Entry("recovery", "GPU driver reset", True, fault="gpu-driver-reset"),
     Entry("recovery", "crash (SIGKILL)", True, fault="crash-sigkill"),
     Entry("recovery", "engine death (exit 0)", True, fault="engine-death-exit0"),
+    Entry("recovery", "TP rank killed (SIGKILL)", True, fault="nccl-rank-kill"),
     Entry("recovery", "NCCL rank freeze", True, fault="nccl-rank-freeze"),
     Entry("recovery", "NCCL rank-link cut", True, fault="nccl-rank-link-cut"),
     Entry("recovery", "NCCL timeout: all-reduce hung on one rank (engine plugin)", True,
@@ -231,7 +232,7 @@ def _note(env: Environment, e: Entry, target: str) -> str:
     freeze and link cut wait for, and where it was read."""
     from chaos import budgets, hurt
 
-    if e.fault not in hurt.TP_ONLY or not target:
+    if e.fault not in hurt.HELD or not target:
         return ""
     _, why = budgets.engine_timeout(env.target(target))
     return f"waits for the engine's timeout: {why}"

@@ -15,8 +15,8 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 RestartPolicy = Annotated[Literal["always", "on-failure", "no", "unless-stopped"],
                           BeforeValidator(lambda v: "no" if v is False else v)]
 # the recovery suite's faults, by the names its test ids carry (chaos/hurt.py chooses their targets)
-RecoveryFault = Literal["gpu-driver-reset", "crash-sigkill", "engine-death-exit0", "nccl-rank-freeze",
-                        "nccl-rank-link-cut", "nccl-timeout-allreduce-hang"]
+RecoveryFault = Literal["gpu-driver-reset", "crash-sigkill", "engine-death-exit0", "nccl-rank-kill",
+                        "nccl-rank-freeze", "nccl-rank-link-cut", "nccl-timeout-allreduce-hang"]
 
 
 class _Strict(BaseModel):

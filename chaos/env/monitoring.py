@@ -7,8 +7,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from chaos.env.addresses import HttpUrl
 
 # the recovery suite's faults (chaos.env.model.RecoveryFault); the breaker's scenarios come from chaos.verify
-RECOVERY_FAULTS = ("gpu-driver-reset", "crash-sigkill", "engine-death-exit0", "nccl-rank-freeze", "nccl-rank-link-cut",
-                   "nccl-timeout-allreduce-hang")
+RECOVERY_FAULTS = ("gpu-driver-reset", "crash-sigkill", "engine-death-exit0", "nccl-rank-kill", "nccl-rank-freeze",
+                   "nccl-rank-link-cut", "nccl-timeout-allreduce-hang")
 
 
 class _Strict(BaseModel):

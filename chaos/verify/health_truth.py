@@ -24,14 +24,21 @@ HEALTHY_LIE, UNHEALTHY_LIE = "healthy while completions failed", "unhealthy whil
 # the claim probes a scenario starts (chaos.scenario.Scenario.observe) and what each is called in a row
 CLAIMS = {"health": "/health", "models": "/v1/models"}
 # faults where real vLLM's /health is known to answer 200 while the engine cannot serve (the page says
-# where it was measured); such a lie is named, and judged like any other
+# where it was measured); such a lie is named, and judged like any other. A killed worker: vLLM's worker
+# monitor sees it at once, but marks the engine dead only after shutting the executor down, which waits
+# VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS for the surviving ranks, then 4 s after their SIGTERM (read from
+# vllm/v1/executor/multiproc_executor.py; its log shows both steps in the local-vllm run)
+_WORKER_KILLED = ("vLLM 0.32: /health 200 for 9.2-9.8 s after a TP worker is SIGKILLed mid-step: until the executor's "
+                  "shutdown gives up on the surviving workers (VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS, default 5 s, "
+                  "then 4 s after SIGTERM)")
 KNOWN_LIES = {
     "nccl-rank-freeze": "vLLM: a frozen TP rank leaves /health 200 until the execute-model timeout kills the engine",
     "nccl-rank-link-cut": "vLLM: a cut rank link leaves /health 200 until the execute-model timeout kills the engine",
     "nccl-timeout-allreduce-hang": "vLLM 0.32: a rank hung in the all-reduce leaves /health 200 until the execute-model "
                                    "timeout kills the engine (20.0-20.4 s on local-vllm at 20 s, 3 runs)",
-    "tp-worker-sigkill": "vLLM 0.32: /health 200 for 9.6 s after a TP worker is SIGKILLed",
-    "rank-kill": "vLLM 0.32: /health 200 for 9.6 s after a TP worker is SIGKILLed",
+    "tp-worker-sigkill": _WORKER_KILLED,
+    "rank-kill": _WORKER_KILLED,
+    "nccl-rank-kill": _WORKER_KILLED,  # the recovery suite's name
 }
 KNOWN_LIES_DOC = "docs/vllm-fidelity.md#health-that-tells-the-truth"
 # the known lies that last exactly as long as the engine's execute-model timeout: the knob that bounds them

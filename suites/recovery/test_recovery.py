@@ -1,7 +1,9 @@
 """Recovery: the replica comes back within its SLAs after a GPU driver reset, a crash, an engine
-death that exits 0, an NCCL timeout (rank frozen, its link cut, or hung in the all-reduce), and a cold
-start; no request lost. On real vLLM with the engine plugin (vllm.engine_faults) the engine death is a
-step exception inside the model runner and the all-reduce hang acts inside the engine.
+death that exits 0, an NCCL timeout (rank frozen, its link cut, or hung in the all-reduce), a TP rank
+killed (SIGKILL), and a cold start; no request lost. On real vLLM with the engine plugin
+(vllm.engine_faults) the engine death is a step exception inside the model runner and the all-reduce
+hang acts inside the engine. Every verdict carries the health-truth rows: how long /health said
+healthy while completions failed (a killed TP worker is one of vLLM's known lies).
 
 Matrix: targets x faults x load profiles, each with a no-fault baseline under the same load. The
 targets are the ones the environment marks for each fault (a stable target, or `hurt:`), or those
@@ -55,6 +57,8 @@ def make_fault(kind: str, stack: StackHandle, name: str) -> Fault:
         return stack.engine_death(name)
     if kind == "nccl-rank-freeze":  # the target was chosen with TP > 1 (chaos/hurt.py)
         return faults.rank_freeze(t, rank=1)
+    if kind == "nccl-rank-kill":  # ... and so is this one: SIGKILL of TP rank 1 (a GPU fallen off the bus)
+        return faults.rank_kill(t, rank=1)
     if kind == "nccl-timeout-allreduce-hang":  # real vLLM with the engine plugin, TP > 1 (chaos/hurt.py)
         fault = stack.engine_plugin_fault(name, "allreduce-hang")
         assert fault is not None, "chaos/hurt.py picks an all-reduce hang only where the engine plugin is on"
@@ -65,8 +69,13 @@ def make_fault(kind: str, stack: StackHandle, name: str) -> Fault:
     raise ValueError(kind)
 
 
-# instantaneous faults are over once injected; lasting ones are held until the engine has died
-INSTANT = {"gpu-driver-reset", "crash-sigkill", "engine-death-exit0"}
+# instantaneous faults are over once injected; lasting ones are held until the engine has died. A killed
+# rank is instant: nothing can be undone, the engine's worker monitor notices the death at once (no timeout
+# to wait for), the engine dies and its supervisor restarts it
+INSTANT = {"gpu-driver-reset", "crash-sigkill", "engine-death-exit0", "nccl-rank-kill"}
+# the faults whose victim is a process SIGKILLed on its GPU: the recovery verdict judges each GPU's memory
+# released and taken again (a rank's peers left holding theirs after the engine died is what it catches)
+CRASH = {"crash-sigkill", "gpu-driver-reset", "nccl-rank-kill"}
 
 
 def run_recovery(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector,
@@ -81,18 +90,23 @@ def run_recovery(stack: StackHandle, scenario: Callable[..., Scenario], summary:
         # lasting faults are held until the engine died of its timeout (its supervisor restarts it), then undone;
         # a driver reset is proven by its own restart count (a supervisor's restart is not what it raised)
         run.inject(make_fault(kind, stack, name), lasting=kind not in INSTANT,
-                   crash=kind in ("crash-sigkill", "gpu-driver-reset"),
+                   crash=kind in CRASH,
                    proof="restart_count" if kind == "gpu-driver-reset" else "restarts_seen")
         run.wait_recovered()  # the stack must heal itself, from the moment the fault had taken effect
     run.observe_steady()  # a full rolling window after recovery at least, up to the steady-state SLA
     run.judge(summary)  # the fault happened; recovered within the SLAs, nothing lost; the alerts saw it
 
 
-# the matrix: every fault under steady load; the restart and crash faults under Poisson arrivals too
-MATRIX = [(k, "steady-users") for k in ("gpu-driver-reset", "crash-sigkill", "engine-death-exit0",
+# the matrix: every fault under steady load; the restart and crash faults under Poisson arrivals too. The
+# killed rank runs before the freeze: a scenario whose alerts monitoring.expect names waits until they cleared,
+# one without (the freeze on local) ends with LLMReplicaRestarted still firing, and the kill's own firing
+# could not be told from that left-over one ("not proven", measured when it ran second)
+MATRIX = [(k, "steady-users") for k in ("gpu-driver-reset", "crash-sigkill", "engine-death-exit0", "nccl-rank-kill",
                                         "nccl-rank-freeze", "nccl-rank-link-cut", "nccl-timeout-allreduce-hang")]
 MATRIX += [(k, "poisson") for k in ("gpu-driver-reset", "crash-sigkill")]
-# the release-checklist item each fault proves (chaos.report.checklist)
+# the release-checklist item each fault proves (chaos.report.checklist). None for the killed rank: its
+# engine dies of the worker monitor seeing a process exit, not of a collective timing out, and no GPU
+# driver was reset; its verdict is reported, it proves no seed item
 PROVES = {"gpu-driver-reset": "gpu-driver-reset", "nccl-rank-freeze": "nccl-timeout", "nccl-rank-link-cut": "nccl-timeout",
           "nccl-timeout-allreduce-hang": "nccl-timeout"}
 

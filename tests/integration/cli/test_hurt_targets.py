@@ -88,6 +88,9 @@ def test_the_suite_s_test_ids_name_the_target_the_plan_names(tmp_path) -> None:
     ids = [line for line in out.stdout.splitlines() if "::" in line]
     assert "suites/recovery/test_recovery.py::test_replica_recovers[nccl-rank-freeze-steady-users-gpu-2]" in ids
     assert not [i for i in ids if "nccl-rank-freeze" in i and "gpu-1" in i], ids
+    # the killed rank (issue 32) likewise: only the TP 2 replica has a rank 1 to kill
+    assert [i for i in ids if "nccl-rank-kill" in i] == [
+        "suites/recovery/test_recovery.py::test_replica_recovers[nccl-rank-kill-steady-users-gpu-2]"], ids
     assert "suites/recovery/test_recovery.py::test_replica_recovers[crash-sigkill-poisson-gpu-1]" in ids
     assert "suites/recovery/test_recovery.py::test_baseline_no_fault[baseline-steady-users-gpu-2]" in ids
     assert "NCCL rank freeze on gpu-2 (TP 2)" in out.stdout  # the plan printed before the run

@@ -11,7 +11,7 @@ from chaos.env.model import SLAs
 from chaos.errors import ConfigError
 from chaos.load.records import RequestRecord
 from chaos.observe.timeline import Timeline
-from chaos.verify.health_truth import HEALTHY_LIE, UNHEALTHY_LIE, compare, health_truth_rows
+from chaos.verify.health_truth import HEALTHY_LIE, KNOWN_LIES, UNHEALTHY_LIE, compare, health_truth_rows
 from chaos.verify.recovery import recovery_verdict
 from chaos.verify.verdict import Verdict
 
@@ -190,3 +190,13 @@ def test_a_claim_the_stack_does_not_act_on_is_measured_and_shown_not_judged() ->
     assert not v.failures
     # listed, the same lie fails the row
     assert rows(tl, fault="nccl-rank-freeze").row("health_truth /v1/models").ok is False
+
+
+def test_the_recovery_suite_s_killed_rank_names_vllm_s_known_lie_but_no_timeout() -> None:
+    """nccl-rank-kill (suites/recovery): /health 200 for 9.6 s after the kill while completions fail, as
+    recorded on vLLM 0.32: the row fails against 5 s and names the lie; no execute-model timeout bounds it."""
+    tl = timeline(lambda d: 200 if d < 9.6 else 503, lambda d: d < 0)
+    row = rows(tl, fault="nccl-rank-kill").row("health_truth /health")
+    assert row.ok is False and 9.4 <= row.measured <= 9.9, row.line()
+    assert HEALTHY_LIE in row.detail and f"a known lie ({KNOWN_LIES['nccl-rank-kill']}" in row.detail
+    assert "execute-model timeout" not in row.detail, row.detail
