@@ -13,20 +13,25 @@ from chaos.faults.engine_plugin import engine_fault
 from tests.vllm.engine_plugin._replica import TIMEOUT_S, complete, log_lines, plugin_replica
 
 
+def _hang_rank_1_until_the_timeout(t, policy, timeout_s: float) -> None:
+    """Arm the all-reduce hang on rank 1, send one request: it fails when vLLM's execute-model timeout fires."""
+    with engine_fault(t, "allreduce-hang", rank=1).using(policy) as f:
+        t0 = time.monotonic()
+        status, body = complete(t, "hang", timeout=120)
+        failed_after = time.monotonic() - t0
+        pids = f.fired_pids()
+    assert status == 500 and "EngineCore encountered an issue" in body["error"]["message"]
+    [fired] = log_lines(t, f"fault {f.fault_id} (allreduce-hang) fired")
+    assert "TP rank 1" in fired and f"pid {pids[0]}" in fired and pids == [pids[0]]  # one rank only
+    # vLLM's own execute-model timeout, not a signal: the RPC to the workers timed out
+    assert log_lines(t, "TimeoutError: RPC call to execute_model timed out.")
+    assert log_lines(t, "EngineCore encountered a fatal error.")
+    assert timeout_s * 0.9 <= failed_after <= timeout_s + 30, failed_after
+
+
 def test_a_hung_all_reduce_on_one_rank_fires_vllms_execute_model_timeout(tmp_path, policy):
     with plugin_replica(tmp_path, tp=2) as t:
-        with engine_fault(t, "allreduce-hang", rank=1).using(policy) as f:
-            t0 = time.monotonic()
-            status, body = complete(t, "hang", timeout=120)
-            failed_after = time.monotonic() - t0
-            pids = f.fired_pids()
-        assert status == 500 and "EngineCore encountered an issue" in body["error"]["message"]
-        [fired] = log_lines(t, f"fault {f.fault_id} (allreduce-hang) fired")
-        assert "TP rank 1" in fired and f"pid {pids[0]}" in fired and pids == [pids[0]]  # one rank only
-        # vLLM's own execute-model timeout, not a signal: the RPC to the workers timed out
-        assert log_lines(t, "TimeoutError: RPC call to execute_model timed out.")
-        assert log_lines(t, "EngineCore encountered a fatal error.")
-        assert TIMEOUT_S * 0.9 <= failed_after <= TIMEOUT_S + 30, failed_after
+        _hang_rank_1_until_the_timeout(t, policy, TIMEOUT_S)
 
 
 @pytest.mark.parametrize("rank", [1])
@@ -55,13 +60,4 @@ def test_a_compiled_tp2_replica_serves_with_the_plugin_and_its_hung_all_reduce_s
         assert len(log_lines(t, "Warming up done.")) == 2  # both ranks compiled the forward at start-up
         for prompt in ("one", "two", "three"):  # unarmed: it serves, the gate passing at each step
             assert complete(t, prompt, timeout=30)[0] == 200
-        with engine_fault(t, "allreduce-hang", rank=1).using(policy) as f:
-            t0 = time.monotonic()
-            status, body = complete(t, "hang", timeout=120)
-            failed_after = time.monotonic() - t0
-            pids = f.fired_pids()
-        assert status == 500 and "EngineCore encountered an issue" in body["error"]["message"]
-        [fired] = log_lines(t, f"fault {f.fault_id} (allreduce-hang) fired")
-        assert "TP rank 1" in fired and pids == [pids[0]]
-        assert log_lines(t, "TimeoutError: RPC call to execute_model timed out.")
-        assert COMPILED_TIMEOUT_S * 0.9 <= failed_after <= COMPILED_TIMEOUT_S + 30, failed_after
+        _hang_rank_1_until_the_timeout(t, policy, COMPILED_TIMEOUT_S)
