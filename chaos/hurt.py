@@ -13,14 +13,12 @@ from collections.abc import Callable, Sequence
 from typing import get_args
 
 from chaos.env import Environment
-from chaos.env.model import RecoveryFault, Target
+from chaos.env.model import TIMEOUT_HELD, RecoveryFault, Target
 from chaos.errors import ConfigError
 
 FAULTS: tuple[str, ...] = get_args(RecoveryFault)
 TP_ONLY = ("nccl-rank-kill", "nccl-rank-freeze", "nccl-rank-link-cut", "nccl-timeout-allreduce-hang")
-# of those, the faults held until the engine died of its own timeout (a killed rank is noticed at once by
-# the engine's worker monitor: nothing waits for a timeout)
-HELD = ("nccl-rank-freeze", "nccl-rank-link-cut", "nccl-timeout-allreduce-hang")
+HELD = TIMEOUT_HELD  # of those, the faults held until the engine died of its own timeout
 
 
 def tp_of(t: Target) -> int:

@@ -17,6 +17,10 @@ RestartPolicy = Annotated[Literal["always", "on-failure", "no", "unless-stopped"
 # the recovery suite's faults, by the names its test ids carry (chaos/hurt.py chooses their targets)
 RecoveryFault = Literal["gpu-driver-reset", "crash-sigkill", "engine-death-exit0", "nccl-rank-kill",
                         "nccl-rank-freeze", "nccl-rank-link-cut", "nccl-timeout-allreduce-hang"]
+# of those, the faults held until the engine dies of its own execute-model timeout (a frozen rank, a cut rank
+# link, a hung all-reduce): the recovery suite waits for that timeout, and /health's lie lasts as long as it.
+# A killed rank is not one: the engine's worker monitor notices it at once
+TIMEOUT_HELD: tuple[RecoveryFault, ...] = ("nccl-rank-freeze", "nccl-rank-link-cut", "nccl-timeout-allreduce-hang")
 
 
 class _Strict(BaseModel):

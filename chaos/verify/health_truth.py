@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from chaos.env.model import TIMEOUT_HELD
 from chaos.load.records import RequestRecord
 from chaos.observe.timeline import Sample, Timeline
 from chaos.targets.container_facts import EXECUTE_TIMEOUT_VAR
@@ -42,7 +43,8 @@ KNOWN_LIES = {
 }
 KNOWN_LIES_DOC = "docs/vllm-fidelity.md#health-that-tells-the-truth"
 # the known lies that last exactly as long as the engine's execute-model timeout: the knob that bounds them
-TIMEOUT_BOUND = frozenset({"nccl-rank-freeze", "nccl-rank-link-cut", "nccl-timeout-allreduce-hang"})
+# (the faults held until the engine dies of that timeout)
+TIMEOUT_BOUND = frozenset(TIMEOUT_HELD)
 
 
 @dataclass
