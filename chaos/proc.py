@@ -112,6 +112,14 @@ def kill_group(pgid: int, *, timeout: float = 5.0, sleep: Callable[[float], None
         pass
 
 
+def kill_group_now(pgid: int) -> None:
+    """SIGKILL a process group at once (a command we started in a session of its own); gone already is fine."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def terminate(proc: subprocess.Popen[bytes] | None, timeout: float = 5.0) -> None:
     """SIGTERM a child we started, then SIGKILL it if it has not exited within `timeout`."""
     import subprocess

@@ -9,8 +9,6 @@ fixed-wait, no-jitter copies in their own recorder slots, whose spread is noise 
 from __future__ import annotations
 
 import math
-import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -71,11 +69,10 @@ class NoiseProbe:
         if self._stop.is_set():
             return
         self._stop.set()
+        from chaos.proc import kill_group_now  # here, not at the top: a copy run as a script imports only the stdlib
+
         for p in self._procs:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)  # the session start() created for this copy only
-            except ProcessLookupError:
-                pass
+            kill_group_now(p.pid)  # the session start() created for this copy only
 
     def stop(self, timeout_s: float = 5.0) -> None:
         self.halt()

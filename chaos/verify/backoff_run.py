@@ -11,8 +11,6 @@ A callable gets the base URL of its slot and makes one logical request. A comman
 """
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import threading
 import time
@@ -21,6 +19,7 @@ from typing import Any
 
 from chaos.env.model import RetryPolicy
 from chaos.errors import ConfigError
+from chaos.proc import kill_group_now
 from chaos.verify import backoff_noise as noise
 from chaos.verify.backoff import ClientRun, judge
 from chaos.verify.recorder import RETRYABLE_FAILURES, Arrival, Recorder
@@ -129,18 +128,11 @@ def _run_commands(template: str, rec: Recorder, slots: list[str], limit: float,
             out, _ = p.communicate(timeout=remaining)
             runs.append(ClientRun(s, True, time.perf_counter() - t0, p.returncode, _tail(out)))
         except subprocess.TimeoutExpired:
-            _kill_group(p)
+            kill_group_now(p.pid)  # the session we created for this command only
             out, _ = p.communicate()
             runs.append(ClientRun(s, False, time.perf_counter() - t0, p.returncode, _tail(out)))
     retry_over()
     return runs
-
-
-def _kill_group(p: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(p.pid, signal.SIGKILL)  # the session we created for this command only
-    except ProcessLookupError:
-        pass
 
 
 def _tail(out: bytes | None) -> str:

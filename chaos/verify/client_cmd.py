@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
 import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from chaos.proc import kill_group_now
 
 STREAM_ENV = "CHAOS_STREAM"  # set to 1 for a client command: stream, print the text shown, exit 0 iff whole
 HEADROOM = 2.0  # the steady run is one sample on a machine whose load moves: the limit allows twice it
@@ -61,19 +62,12 @@ def run_command(template: str, base_url: str, *, timeout_s: float) -> CommandRun
     try:
         out, err = p.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        _kill_group(p)
+        kill_group_now(p.pid)  # its own session: nothing else is in the group
         out, err = p.communicate()
         return CommandRun(_strip(out or ""), False, f"no exit within {timeout_s:.1f} s", t0, time.time(), True)
     ok = p.returncode == 0
     last = (err.strip().splitlines() or [""])[-1][:200]
     return CommandRun(_strip(out), ok, None if ok else last, t0, time.time())
-
-
-def _kill_group(p: subprocess.Popen[str]) -> None:
-    try:
-        os.killpg(p.pid, signal.SIGKILL)  # its own session: nothing else is in the group
-    except ProcessLookupError:
-        pass
 
 
 def _strip(out: str) -> str:
