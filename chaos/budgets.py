@@ -30,7 +30,8 @@ ENGINE_DEATH_SLACK_S = 15.0  # the recovery suite's wait beyond the engine's tim
 # (vllm/v1/executor/multiproc_executor.py, _ensure_worker_termination); only then do the engine, the API server
 # and the container exit. Measured on the stripped vLLM image: the container died 38 s after a freeze at a 20 s
 # timeout, past a 35 s wait that then found the rank being SIGKILLed by vLLM (state R, not T)
-VLLM_WORKER_TEARDOWN_S = 5.0 + 4.0
+VLLM_WORKER_SHUTDOWN_VAR, VLLM_WORKER_SHUTDOWN_S = "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS", 5.0  # vLLM's default
+VLLM_SIGTERM_WAIT_S = 4.0  # fixed in vLLM
 VLLM_EXECUTE_MODEL_TIMEOUT_S = 300.0  # VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS's default
 
 
@@ -55,10 +56,24 @@ def engine_timeout(cfg: Target) -> tuple[float, str]:
     return VLLM_EXECUTE_MODEL_TIMEOUT_S, f"vLLM's default execute-model timeout {_s(VLLM_EXECUTE_MODEL_TIMEOUT_S)}"
 
 
+def vllm_worker_teardown(cfg: Target) -> float:
+    """vLLM's teardown after the timeout: its worker shutdown wait (the target's own setting, from the file's env
+    or read from its container, else vLLM's default) and the fixed 4 s after SIGTERM."""
+    from chaos.targets.container_facts import facts_of
+
+    facts = facts_of(cfg)
+    raw = cfg.env.get(VLLM_WORKER_SHUTDOWN_VAR) or (facts.variables.get(VLLM_WORKER_SHUTDOWN_VAR) if facts else None)
+    try:
+        shutdown = float(raw) if raw is not None else VLLM_WORKER_SHUTDOWN_S
+    except ValueError:
+        shutdown = VLLM_WORKER_SHUTDOWN_S
+    return shutdown + VLLM_SIGTERM_WAIT_S
+
+
 def engine_death_wait(cfg: Target) -> tuple[float, str]:
     """How long to wait for the engine to die of a held rank fault: its timeout, vLLM's worker teardown, a slack."""
     t, why = engine_timeout(cfg)
-    teardown = VLLM_WORKER_TEARDOWN_S if cfg.backend == "vllm" else 0.0
+    teardown = vllm_worker_teardown(cfg) if cfg.backend == "vllm" else 0.0
     return t + teardown + ENGINE_DEATH_SLACK_S, (f"{why} + {_s(teardown)} s of vLLM's worker teardown" if teardown
                                                  else why) + f" + {_s(ENGINE_DEATH_SLACK_S)} s"
 
