@@ -18,14 +18,7 @@ from chaos.resilience.client import ResilientClient
 from chaos.stack.faultproxy import FaultProxyServer
 from chaos.verify.accounting import ServerLog, accounting_verdict
 from tests._support import free_port
-from tests._vllm import vllm_server
 from tests.standins.faultproxy.test_http_faults import call, tokens
-
-
-@pytest.fixture(scope="module")
-def vllm(tmp_path_factory) -> Iterator[str]:
-    with vllm_server(tmp_path_factory.mktemp("vllm")) as url:
-        yield url
 
 
 @pytest.fixture(scope="module")

@@ -20,9 +20,9 @@ START_S = 420.0
 @pytest.mark.parametrize("backend", ["simulator", "vllm"])
 def test_a_killed_tp_rank_and_what_health_claimed(tmp_path: Path, backend: str) -> None:
     from chaos.observe.completion import completion_ok
-    from tests.vllm.fidelity.test_fidelity import _replica
+    from tests._fidelity import replica
 
-    cfg, target = _replica(tmp_path, backend)
+    cfg, target = replica(tmp_path, backend)
     url = f"http://127.0.0.1:{cfg.port}"
     tl = Timeline()
     target.start()
