@@ -122,11 +122,24 @@ def test_the_explorer_judges_the_breaker_from_the_gateways_transitions(tmp_path:
     assert resets == [1] and [m for m, _ in out.moves] == ["canary:closed->forced_open", "canary:forced_open->closed"]
 
 
+class _Clock:
+    """A virtual clock: each wait moves it on at once. Judged in real time, this test's 0.6 s allowance
+    failed on a busy machine (measured 0.700 s: the harness's own late wake-up between seeing the
+    replica serve and asking the gateway, not the gateway)."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, dt: float) -> None:
+        self.now += max(dt, 0.0)
+
+
 def _cold_start_explorer(tmp_path: Path, monkeypatch, *, closed_after_served_s: float) -> Explorer:
     """A restart whose replica serves again 1 s after the revert (a cold start), and a stable breaker
-    that closes `closed_after_served_s` after that; the degrade allowance is 0.6 s."""
-    import time
-
+    that closes `closed_after_served_s` after that; the degrade allowance is 0.6 s. On a virtual clock."""
     import chaos.explore.explorer as mod
 
     monkeypatch.setattr(mod, "STEADY_S", 0.0)
@@ -135,22 +148,23 @@ def _cold_start_explorer(tmp_path: Path, monkeypatch, *, closed_after_served_s: 
         "slas": ENV.slas.model_copy(update={"recovery_s": 5.0}),
         "breaker": ENV.breaker.model_copy(update={"window_s": 0.3, "open_wait_s": 0.0, "reaction_allowance_s": 0.3})})
     t: dict[str, float] = {}
+    clock = _Clock()
 
     class Restart:
         def __init__(self, f):
             pass
 
         def inject(self):
-            t["revert"] = time.time()
+            t["revert"] = clock()
 
         def revert(self, check=True):
             pass
 
     def probe(url):  # the replica is in its cold start for 1 s after the restart
-        return time.time() >= t["revert"] + 1.0
+        return clock() >= t["revert"] + 1.0
 
     def gateway_state():
-        closed = "revert" in t and time.time() >= t["revert"] + 1.0 + closed_after_served_s
+        closed = "revert" in t and clock() >= t["revert"] + 1.0 + closed_after_served_s
         return {"pools": {"stable": {"state": "closed" if closed else "open"}}, "transitions": []}
 
     def start_load(out_dir, seconds, seed):
@@ -158,7 +172,7 @@ def _cold_start_explorer(tmp_path: Path, monkeypatch, *, closed_after_served_s: 
         return SimpleNamespace(stop=lambda: SimpleNamespace(records=recs, lost_workers=[]))
 
     return Explorer(env, None, tmp_path, EventBus(), StopSwitch(), Restart, start_load, probe=probe,
-                    gateway_state=gateway_state, gateway_reset=lambda: None)
+                    gateway_state=gateway_state, gateway_reset=lambda: None, clock=clock, sleep=clock.sleep)
 
 
 def test_a_breaker_heals_from_when_the_replicas_serve_again_not_from_the_revert(tmp_path: Path, monkeypatch):
