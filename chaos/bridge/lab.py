@@ -59,7 +59,9 @@ def check(env: Environment) -> None:
         if host_of(t.host, f"targets[{t.name}].host").name != "gpu":
             raise ConfigError(f"targets[{t.name}].host: replicas run on the GPU host")
     for f in env.fault_proxies:
-        host_of(f.listen, f"fault_proxies[{f.name}].listen")
+        where = host_of(f.listen, f"fault_proxies[{f.name}].listen")
+        if f.admin_listen and host_of(f.admin_listen, f"fault_proxies[{f.name}].admin_listen") != where:
+            raise ConfigError(f"fault_proxies[{f.name}].admin_listen: must be on the proxy's host {where.address}")
         if not f.token_file:
             raise ConfigError(f"fault_proxies[{f.name}].token_file: the lab writes each proxy's token to a file")
     if env.gateway is not None:
@@ -95,9 +97,13 @@ def deploy(lab: Lab, env: Environment, log: Callable[[str], object] = lambda s: 
         assert f.token_file is not None
         where = host_of(f.listen, f"fault_proxies[{f.name}]")
         secret = _give_token(where, token_file(f.token_file).file)
-        _start_proxy(lab, f"faultproxy-{f.name}", [binary, "--listen", f.listen, "--upstream", f.upstream,
-                                                   "--name", f.name, "--token-file", secret,
-                                                   "--request-log", proxy_log(f.name)], where, f.admin_url)
+        cmd = [binary, "--listen", f.listen, "--upstream", f.upstream, "--name", f.name, "--token-file", secret,
+               "--request-log", proxy_log(f.name)]
+        if f.admin_listen:
+            cmd += ["--admin-listen", f.admin_listen]
+        if f.mirror_refusal:
+            cmd += ["--mirror-refusal"]
+        _start_proxy(lab, f"faultproxy-{f.name}", cmd, where, f.admin_url)
     if env.fault_proxies:
         log(f"fault proxies: {', '.join(f'{f.name} ({f.listen})' for f in env.fault_proxies)}")
     if env.gateway is not None:

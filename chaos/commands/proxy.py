@@ -45,7 +45,12 @@ def register(app: typer.Typer) -> None:
                   help="JSONL request log to append to, served to the harness at GET /_chaos/log "
                        "(default: STATE_DIR/NAME.proxy.jsonl)"),
               state_dir: str = typer.Option(".state", "--state-dir",
-                                            help="where a generated token file and the request log go")) -> None:
+                                            help="where a generated token file and the request log go"),
+              admin_listen: str | None = typer.Option(
+                  None, "--admin-listen", help="HOST:PORT for the admin API and the request log only (default: --listen)"),
+              mirror_refusal: bool = typer.Option(
+                  False, "--mirror-refusal",
+                  help="refuse connections while the upstream refuses them (needs --admin-listen)")) -> None:
         """Run chaos-faultproxy in the foreground (rules via its admin API or `chaos fault inject`)."""
         from chaos.stack.faultproxy import find_binary
 
@@ -59,4 +64,8 @@ def register(app: typer.Typer) -> None:
         log = request_log or _default_log(state_dir, name or listen)
         argv += ["--request-log", log]
         typer.echo(f"chaos: fault proxy request log in {log} (served at GET /_chaos/log)", err=True)
+        if admin_listen:
+            argv += ["--admin-listen", admin_listen]
+        if mirror_refusal:
+            argv += ["--mirror-refusal"]  # without --admin-listen the proxy refuses the flags: its own one line
         os.execv(binary, argv)  # the proxy itself takes the signals; its flag errors are its own one line

@@ -66,10 +66,22 @@ class FaultProxyConfig(_Strict):
     upstream: HttpUrl = Field(description="the replica's base URL, e.g. http://127.0.0.1:18201")
     token_env: str = Field("CHAOS_PROXY_TOKEN", description="variable holding the admin token (remote proxies)")
     token_file: str | None = Field(None, description="file holding the admin token (wins over token_env)")
+    admin_listen: HostPort | None = Field(None, description="HOST:PORT of a listener for the admin API and the "
+                                          "request log only (default: they share `listen`)")
+    mirror_refusal: bool = Field(False, description="while the upstream refuses connections, `listen` refuses them "
+                                 "too (a gateway that calls the proxy directly sees a dead replica as it is); needs "
+                                 "admin_listen: the admin API must outlive the closed port (docs/faultproxy.md)")
+
+    @model_validator(mode="after")
+    def _mirror_needs_admin(self) -> FaultProxyConfig:
+        if self.mirror_refusal and not self.admin_listen:
+            raise ValueError("mirror_refusal needs admin_listen: with the admin API on `listen`, the harness could "
+                             "neither read the request log nor undo a rule while the upstream is down")
+        return self
 
     @property
     def admin_url(self) -> str:
-        return f"http://{self.listen}"
+        return f"http://{self.admin_listen or self.listen}"
 
 
 class SimulatorOptions(_Strict):

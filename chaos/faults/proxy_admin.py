@@ -32,8 +32,8 @@ class FaultProxyAdmin:
 
     @classmethod
     def of(cls, server: Any) -> FaultProxyAdmin:
-        """The admin client of a running fault proxy server (anything with url, token and name)."""
-        return cls(server.url, server.token, name=server.name)
+        """The admin client of a running fault proxy server (url, token, name; admin_url if it has its own)."""
+        return cls(getattr(server, "admin_url", server.url), server.token, name=server.name)
 
     def __repr__(self) -> str:
         return f"FaultProxyAdmin({self.url!r}, {self.token!r})"

@@ -79,10 +79,14 @@ class FaultProxyServer:
 
     def __init__(self, name: str, listen: str, upstream: str, token: TokenSource, *, request_log: str | None = None,
                  log_path: str | os.PathLike[str] | None = None, binary: str | None = None,
+                 admin_listen: str | None = None, mirror_refusal: bool = False,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         if not token.file and not token.env:
             raise StackError(f"fault proxy {name}: the token must come from a file or an environment variable")
+        if mirror_refusal and not admin_listen:
+            raise StackError(f"fault proxy {name}: mirror_refusal needs admin_listen (the admin API must stay reachable)")
         self.name, self.listen, self.upstream, self.token = name, listen, upstream, token
+        self.admin_listen, self.mirror_refusal = admin_listen, mirror_refusal
         self.request_log, self.binary = request_log, binary
         self.log_path = Path(log_path) if log_path else None
         self.proc: subprocess.Popen[bytes] | None = None
@@ -93,16 +97,23 @@ class FaultProxyServer:
     def for_config(cls, cfg: Any, token: TokenSource, state_dir: str | os.PathLike[str]) -> FaultProxyServer:
         d = Path(state_dir).resolve()
         return cls(cfg.name, cfg.listen, cfg.upstream, token, request_log=str(d / f"{cfg.name}.proxy.jsonl"),
-                   log_path=d / f"{cfg.name}.faultproxy.log")
+                   log_path=d / f"{cfg.name}.faultproxy.log", admin_listen=cfg.admin_listen,
+                   mirror_refusal=cfg.mirror_refusal)
 
     @property
     def url(self) -> str:
+        """Where requests go through the proxy."""
         return f"http://{self.listen}"
+
+    @property
+    def admin_url(self) -> str:
+        """Where its admin API and request log answer: `url` unless it has an admin listener of its own."""
+        return f"http://{self.admin_listen or self.listen}"
 
     def healthy(self) -> bool:
         """True when /_chaos/health answers 200 (no token needed)."""
         try:
-            with urllib.request.urlopen(f"{self.url}/_chaos/health", timeout=5.0) as r:
+            with urllib.request.urlopen(f"{self.admin_url}/_chaos/health", timeout=5.0) as r:
                 return bool(r.status == 200)
         except (urllib.error.URLError, OSError, ValueError):
             return False
@@ -113,12 +124,16 @@ class FaultProxyServer:
             cmd += ["--token-file", self.token.file]
         if self.request_log:
             cmd += ["--request-log", self.request_log]
+        if self.admin_listen:
+            cmd += ["--admin-listen", self.admin_listen]
+        if self.mirror_refusal:
+            cmd += ["--mirror-refusal"]
         return cmd
 
     def start(self, timeout: float = 10.0) -> FaultProxyServer:
         """Start the proxy and wait until /_chaos/health answers."""
         if self.healthy():
-            raise StackError(f"something already answers on {self.url}; not starting fault proxy {self.name}")
+            raise StackError(f"something already answers on {self.admin_url}; not starting fault proxy {self.name}")
         env = dict(os.environ)
         if self.token.env:
             env["CHAOS_PROXY_TOKEN"] = self.token.value()
@@ -138,7 +153,7 @@ class FaultProxyServer:
                 return self
             self._sleep(0.05)
         self.stop()
-        raise StackError(f"fault proxy {self.name} on {self.url} did not answer within {timeout:g}s")
+        raise StackError(f"fault proxy {self.name} on {self.admin_url} did not answer within {timeout:g}s")
 
     def stop(self, timeout: float = 5.0) -> None:
         """SIGTERM, then SIGKILL."""

@@ -43,6 +43,16 @@ type health struct {
 	Requests int64  `json:"requests"`
 	InFlight int64  `json:"in_flight"`
 	Rules    int    `json:"rules"`
+	Refusing bool   `json:"refusing"` // --mirror-refusal: the data port is closed, the upstream refuses
+}
+
+// adminOnly serves --admin-listen: the admin API, nothing proxied.
+func (p *proxy) adminOnly(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/_chaos" || strings.HasPrefix(r.URL.Path, "/_chaos/") {
+		p.admin(w, r)
+		return
+	}
+	adminError(w, 404, "the admin listener serves /_chaos/ only; "+r.URL.Path+" goes to --listen")
 }
 
 func (p *proxy) admin(w http.ResponseWriter, r *http.Request) {
@@ -53,7 +63,8 @@ func (p *proxy) admin(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, 200, health{Name: p.name, Upstream: p.upstreamStr, Requests: p.requests.Load(),
-			InFlight: p.inFlight.Load(), Rules: len(p.rules.load())})
+			InFlight: p.inFlight.Load(), Rules: len(p.rules.load()),
+			Refusing: p.gate != nil && p.gate.closed()})
 		return
 	}
 	if !p.authorized(r) {

@@ -24,7 +24,8 @@ import (
 var dialer = &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 
 type config struct {
-	listen, upstream, name, tokenFile, requestLog string
+	listen, adminListen, upstream, name, tokenFile, requestLog string
+	mirrorRefusal                                              bool
 }
 
 func parseFlags(args []string) (config, error) {
@@ -36,10 +37,12 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.name, "name", "replica", "the replica's name, written in the request log")
 	fs.StringVar(&c.tokenFile, "token-file", "", "file whose first line is the admin token")
 	fs.StringVar(&c.requestLog, "request-log", "", "JSONL request log, appended")
+	fs.StringVar(&c.adminListen, "admin-listen", "", "HOST:PORT of a listener for /_chaos/ only")
+	fs.BoolVar(&c.mirrorRefusal, "mirror-refusal", false, "refuse connections while the upstream refuses them")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, errors.New("usage: chaos-faultproxy --listen HOST:PORT --upstream http://HOST:PORT " +
-				"[--name NAME] [--token-file PATH] [--request-log PATH]")
+				"[--name NAME] [--token-file PATH] [--request-log PATH] [--admin-listen HOST:PORT] [--mirror-refusal]")
 		}
 		return c, err
 	}
@@ -51,6 +54,15 @@ func parseFlags(args []string) (config, error) {
 	}
 	if _, _, err := net.SplitHostPort(c.listen); err != nil {
 		return c, fmt.Errorf("--listen: expected HOST:PORT, got %q", c.listen)
+	}
+	if c.adminListen != "" {
+		if _, _, err := net.SplitHostPort(c.adminListen); err != nil {
+			return c, fmt.Errorf("--admin-listen: expected HOST:PORT, got %q", c.adminListen)
+		}
+	}
+	if c.mirrorRefusal && c.adminListen == "" {
+		// the admin API and the request log would be closed with the data port for the whole outage
+		return c, errors.New("--mirror-refusal needs --admin-listen HOST:PORT (the admin API must stay reachable)")
 	}
 	if c.upstream == "" {
 		return c, errors.New("--upstream http://HOST:PORT is required")
@@ -119,11 +131,15 @@ func run(args []string) int {
 	if err != nil {
 		return fail(1, err)
 	}
-	srv := &http.Server{
-		Handler:           p,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          log.New(io.Discard, "", 0),
+	srv := newServer(p)
+	var adminSrv *http.Server
+	var adminLn net.Listener
+	if cfg.adminListen != "" {
+		if adminLn, err = net.Listen("tcp", cfg.adminListen); err != nil {
+			ln.Close()
+			return fail(1, fmt.Errorf("--admin-listen: %v", err))
+		}
+		adminSrv = newServer(http.HandlerFunc(p.adminOnly))
 	}
 	if path := os.Getenv("CHAOS_FAULTPROXY_CPUPROFILE"); path != "" { // for the bench: where the CPU goes
 		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
@@ -132,19 +148,53 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	served := make(chan error, 2)
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "chaos-faultproxy %s: %s\n", cfg.name, fmt.Sprintf(format, args...))
+	}
+	g := newGate(srv, upstreamHostPort(up), logf, served)
+	if cfg.mirrorRefusal {
+		p.gate = g
+	}
+	g.serve(ln)
 	fmt.Fprintf(os.Stderr, "chaos-faultproxy %s listening on %s -> %s\n", cfg.name, ln.Addr(), p.upstreamStr)
+	if adminSrv != nil {
+		go func() { served <- adminSrv.Serve(adminLn) }()
+		fmt.Fprintf(os.Stderr, "chaos-faultproxy %s admin API on %s\n", cfg.name, adminLn.Addr())
+	}
 	select {
 	case err := <-served:
 		return fail(1, err)
 	case <-ctx.Done():
 	}
+	g.stop()
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if srv.Shutdown(sctx) != nil {
-		_ = srv.Close() // streams still open after the grace period are cut
+	for _, s := range []*http.Server{srv, adminSrv} {
+		if s != nil && s.Shutdown(sctx) != nil {
+			_ = s.Close() // streams still open after the grace period are cut
+		}
 	}
 	p.transport.CloseIdleConnections()
 	return 0
+}
+
+func newServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+}
+
+// upstreamHostPort: what the gate's probe dials (the scheme's port when the URL names none).
+func upstreamHostPort(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	if u.Scheme == "https" {
+		return net.JoinHostPort(u.Hostname(), "443")
+	}
+	return net.JoinHostPort(u.Hostname(), "80")
 }

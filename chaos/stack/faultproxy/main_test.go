@@ -45,6 +45,8 @@ func TestBadFlagsExit2(t *testing.T) {
 		"--listen 127.0.0.1:0" + up + " --token-file " + filepath.Join(dir, "missing"),
 		"--listen 127.0.0.1:0" + up + " --token-file " + empty,
 		"--listen 127.0.0.1:0" + up + " --token-file " + tok + " --request-log " + filepath.Join(dir, "no/such/dir/x.jsonl"),
+		"--listen 127.0.0.1:0" + up + " --token-file " + tok + " --mirror-refusal",
+		"--listen 127.0.0.1:0" + up + " --token-file " + tok + " --admin-listen nope --mirror-refusal",
 	} {
 		var stderr bytes.Buffer
 		cmd := command(args)

@@ -22,6 +22,7 @@ type proxy struct {
 	requests    atomic.Int64
 	inFlight    atomic.Int64
 	readers     sync.Pool
+	gate        *gate // --mirror-refusal: the data listener, closed while the upstream refuses (refusal.go)
 }
 
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -77,8 +78,12 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	sent := time.Now()
 	resp, err := p.transport.RoundTrip(p.upstreamRequest(r, body))
 	if err != nil {
+		if p.gate != nil && refusedDial(err) {
+			p.gate.refused(err, sent) // before the answer: it goes out with Connection: close
+		}
 		if x.ctx.Err() != nil {
 			x.finish(0, "abort")
 			return

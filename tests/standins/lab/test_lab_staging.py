@@ -40,6 +40,11 @@ def test_an_address_outside_the_lab_is_refused_naming_the_field(tmp_path) -> Non
                                                             "    container_name: lab-replica-a"))
     with pytest.raises(ConfigError, match=r"targets\[replica-a\].host: replicas run on the GPU host"):
         check(env)
+    env, _ = _lab_env(tmp_path, LAB_ENV.read_text().replace('listen: "10.231.1.2:8101", upstream',
+                                                            'listen: "10.231.1.2:8101", admin_listen: "10.231.3.2:8121", '
+                                                            'upstream'))
+    with pytest.raises(ConfigError, match=r"fault_proxies\[replica-a\].admin_listen: must be on the proxy's host"):
+        check(env)  # the proxy runs where its data port is: its admin listener must be on that host too
 
 
 def test_the_shipped_lab_env_is_the_staging_example_with_the_labs_addresses() -> None:
