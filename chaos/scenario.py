@@ -36,6 +36,10 @@ from chaos.report import allure as rep
 from chaos.report.tables import verdict_table
 from chaos.verify.verdict import Verdict
 
+# how long a started load may take to record its first request (Locust's start and its users' spawn on a
+# busy 2-core machine take seconds; a load that sends nothing in a minute is broken, not slow)
+LOAD_START_S = 60.0
+
 
 class Scenario:
     """Runs the phases of one fault experiment and keeps everything it observed."""
@@ -157,8 +161,11 @@ class Scenario:
 
     # -- phases ---------------------------------------------------------------------------------
     def steady_state(self, seconds: float = 3.0, source: str | None = None) -> None:
-        """Let observers and load run, then require that real completions succeed."""
+        """Let observers and load run, then require that real completions succeed. With a load started, the
+        window begins once the load has recorded its first request: a fault injected before the load flows
+        hurts no request in flight, and the accounting's allowance (what was open at the fault) is then 0."""
         with self.phase("steady state"):
+            self._await_load_flowing()
             deadline = self.clock() + seconds
             self.wait(seconds)
             recent = [s for s in self.timeline.series(self.source("completion", source), "ok") if s.t >= deadline - seconds]
@@ -170,6 +177,19 @@ class Scenario:
                 raise SLOViolation(f"steady state: no completion succeeded at {source or 'the target'} in {seconds:.1f} s "
                                    "before the fault; the system was not healthy to begin with",
                                    limit=">= 1 success", measured=0, window=(deadline - seconds, deadline))
+
+    def _await_load_flowing(self) -> None:
+        """Wait until the started load has recorded a request (its records reach the file every flush_s). Found
+        in a fresh-clone run on a busy machine: a lab crash 2 s after the load started had 0 requests open in
+        the second before the kill (632 in the run, 1525-2078 on a quiet machine), so the fault's allowance was
+        the error budget alone and the requests sent during the restart broke it (8 failed against 7)."""
+        progress = getattr(self.load, "progress", None)
+        if progress is None:
+            return
+        if not self.poll(lambda: progress()[0] > 0, timeout=LOAD_START_S, every=0.2):
+            raise SLOViolation(f"steady state: the load recorded no request in {LOAD_START_S:g} s after it started; "
+                               "a fault now would be judged against traffic that never flowed",
+                               limit=">= 1 request", measured=0)
 
     def inject(self, fault: Any) -> dict[str, Any]:
         """Inject the fault (recorded in the ledger first; raises if it did not take effect)."""

@@ -37,3 +37,26 @@ def test_stop_load_collects_once_and_keeps_the_records(tmp_path):
     sc.load = SimpleNamespace(stop=lambda: stopped.append(1) or SimpleNamespace(records=["r1", "r2"], lost_workers=[]))
     assert sc.stop_load() == ["r1", "r2"] and sc.records == ["r1", "r2"] and sc.load is None
     assert sc.stop_load() == ["r1", "r2"] and stopped == [1]
+
+
+def test_the_steady_window_begins_once_the_load_has_recorded_a_request(tmp_path):
+    # a fault injected before the load flows is judged against no request in flight (a lab crash 2 s after
+    # the load started: 0 open at the kill, the allowance the error budget alone)
+    sc, now = _scenario(tmp_path)
+    flows_at = 1004.0  # Locust's start on a busy machine
+    sc.load = SimpleNamespace(progress=lambda: (0, 0) if now[0] < flows_at else (3, 0))
+    sc.steady_state(2.0)
+    assert now[0] >= flows_at + 2.0 - 1e-6, now[0]
+
+
+def test_a_load_that_never_records_a_request_fails_the_steady_state(tmp_path):
+    import pytest
+
+    from chaos.errors import SLOViolation
+    from chaos.scenario import LOAD_START_S
+
+    sc, now = _scenario(tmp_path)
+    sc.load = SimpleNamespace(progress=lambda: (0, 0))
+    with pytest.raises(SLOViolation, match="the load recorded no request"):
+        sc.steady_state(2.0)
+    assert now[0] - 1000.0 >= LOAD_START_S
