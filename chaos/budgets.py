@@ -78,7 +78,7 @@ def vllm_worker_teardown(cfg: Target) -> float:
 
 
 def engine_death_wait(cfg: Target) -> tuple[float, str]:
-    """How long to wait for the engine to die of a held rank fault: its timeout, vLLM's worker teardown, a slack."""
+    """How long to wait for the engine to die of a held rank fault: its timeout, vLLM's engine teardown, a slack."""
     t, why = engine_timeout(cfg)
     teardown = vllm_worker_teardown(cfg) if cfg.backend == "vllm" else 0.0
     return t + teardown + ENGINE_DEATH_SLACK_S, (f"{why} + {_s(teardown)} s of vLLM's engine teardown" if teardown
