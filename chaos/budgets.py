@@ -34,7 +34,8 @@ ENGINE_DEATH_SLACK_S = 15.0  # the recovery suite's wait beyond the engine's tim
 # waits --shutdown-timeout (default 0) and SIGKILLs its whole process tree, the frozen rank included
 # (vllm/v1/utils.py shutdown -> kill_process_tree): measured 0.2 s after the timeout on the stripped vLLM image.
 # The replica's restart comes later: its container exits only when its last process has, and the SIGKILLed
-# frozen rank took 18 s to (docs/vllm-fidelity.md); that is waited for separately (restart_after_engine_death)
+# frozen rank took 0.3-0.7 s, and 18 s while its core was held by another replica's busy-polling worker
+# (docs/vllm-fidelity.md); that is waited for separately (restart_after_engine_death)
 VLLM_ENGINE_DEAD_SEND_S = 5.0  # fixed in vLLM: the output thread's join
 VLLM_WORKER_SHUTDOWN_VAR, VLLM_WORKER_SHUTDOWN_S = "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS", 5.0  # vLLM's default
 VLLM_SIGTERM_WAIT_S = 4.0  # fixed in vLLM
@@ -87,8 +88,8 @@ def engine_death_wait(cfg: Target) -> tuple[float, str]:
 
 def restart_after_engine_death(env: Environment) -> tuple[float, str]:
     """How long a replica whose engine died of a held fault may take to be restarted by its supervisor: all its
-    processes must exit first (a SIGKILLed frozen rank took 18 s, docs/vllm-fidelity.md), and no figure of vLLM's
-    bounds the kernel's teardown. It is the start of the replica's recovery, so slas.recovery_s bounds it: a
+    processes must exit first (a SIGKILLed frozen rank took up to 18 s on a starved core, docs/vllm-fidelity.md),
+    and no figure of vLLM's bounds that. It is the start of the replica's recovery, so slas.recovery_s bounds it: a
     replica not even restarted by then has not recovered, which the recovery verdict then says."""
     return env.slas.recovery_s, f"slas.recovery_s {_s(env.slas.recovery_s)}"
 
