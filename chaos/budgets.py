@@ -25,11 +25,18 @@ START_S = 60.0    # start a load generator, observers or one process: no figure 
 VERIFY_S = 60.0   # read the records and logs, judge, attach the tables
 LOAD_GRACE_S = 30.0  # the load runner's own start-up and stop grace (chaos/load/runner.py)
 ENGINE_DEATH_SLACK_S = 15.0  # the recovery suite's wait beyond the engine's timeout
-# vLLM's own teardown after the execute-model timeout, which a frozen rank sits through in full: the executor waits
+# vLLM's own teardown after the execute-model timeout, which a frozen rank sits through, bounds when the engine
+# (VLLM::EngineCore) is gone: it first hands ENGINE_CORE_DEAD to its output thread and joins it for up to 5 s
+# (vllm/v1/engine/core.py, EngineCoreProc._send_engine_dead), then its executor waits
 # VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS (default 5) for its workers, SIGTERMs them, waits 4 s, then SIGKILLs
-# (vllm/v1/executor/multiproc_executor.py, _ensure_worker_termination); only then do the engine, the API server
-# and the container exit. Measured on the stripped vLLM image: the container died 38 s after a freeze at a 20 s
-# timeout, past a 35 s wait that then found the rank being SIGKILLed by vLLM (state R, not T)
+# (vllm/v1/executor/multiproc_executor.py, _ensure_worker_termination). Under `vllm serve` the API server is
+# usually faster: on ENGINE_CORE_DEAD uvicorn stops, and the engine client's shutdown SIGTERMs the engine core,
+# waits --shutdown-timeout (default 0) and SIGKILLs its whole process tree, the frozen rank included
+# (vllm/v1/utils.py shutdown -> kill_process_tree): measured 0.2 s after the timeout on the stripped vLLM image.
+# The replica's restart comes later: its container exits only when its last process has, and the SIGKILLed
+# frozen rank took 0.3-0.7 s, and 18 s while its core was held by another replica's busy-polling worker
+# (docs/vllm-fidelity.md); that is waited for separately (restart_after_engine_death)
+VLLM_ENGINE_DEAD_SEND_S = 5.0  # fixed in vLLM: the output thread's join
 VLLM_WORKER_SHUTDOWN_VAR, VLLM_WORKER_SHUTDOWN_S = "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS", 5.0  # vLLM's default
 VLLM_SIGTERM_WAIT_S = 4.0  # fixed in vLLM
 VLLM_EXECUTE_MODEL_TIMEOUT_S = 300.0  # VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS's default
@@ -57,8 +64,9 @@ def engine_timeout(cfg: Target) -> tuple[float, str]:
 
 
 def vllm_worker_teardown(cfg: Target) -> float:
-    """vLLM's teardown after the timeout: its worker shutdown wait (the target's own setting, from the file's env
-    or read from its container, else vLLM's default) and the fixed 4 s after SIGTERM."""
+    """vLLM's engine teardown after the timeout: the ENGINE_CORE_DEAD send (5 s at most), its worker shutdown wait
+    (the target's own setting, from the file's env or read from its container, else vLLM's default) and the fixed
+    4 s after SIGTERM."""
     from chaos.targets.container_facts import facts_of
 
     facts = facts_of(cfg)
@@ -67,15 +75,23 @@ def vllm_worker_teardown(cfg: Target) -> float:
         shutdown = float(raw) if raw is not None else VLLM_WORKER_SHUTDOWN_S
     except ValueError:
         shutdown = VLLM_WORKER_SHUTDOWN_S
-    return shutdown + VLLM_SIGTERM_WAIT_S
+    return VLLM_ENGINE_DEAD_SEND_S + shutdown + VLLM_SIGTERM_WAIT_S
 
 
 def engine_death_wait(cfg: Target) -> tuple[float, str]:
-    """How long to wait for the engine to die of a held rank fault: its timeout, vLLM's worker teardown, a slack."""
+    """How long to wait for the engine to die of a held rank fault: its timeout, vLLM's engine teardown, a slack."""
     t, why = engine_timeout(cfg)
     teardown = vllm_worker_teardown(cfg) if cfg.backend == "vllm" else 0.0
-    return t + teardown + ENGINE_DEATH_SLACK_S, (f"{why} + {_s(teardown)} s of vLLM's worker teardown" if teardown
+    return t + teardown + ENGINE_DEATH_SLACK_S, (f"{why} + {_s(teardown)} s of vLLM's engine teardown" if teardown
                                                  else why) + f" + {_s(ENGINE_DEATH_SLACK_S)} s"
+
+
+def restart_after_engine_death(env: Environment) -> tuple[float, str]:
+    """How long a replica whose engine died of a held fault may take to be restarted by its supervisor: all its
+    processes must exit first (a SIGKILLed frozen rank took up to 18 s on a starved core, docs/vllm-fidelity.md),
+    and no figure of vLLM's bounds that. It is the start of the replica's recovery, so slas.recovery_s bounds it: a
+    replica not even restarted by then has not recovered, which the recovery verdict then says."""
+    return env.slas.recovery_s, f"slas.recovery_s {_s(env.slas.recovery_s)}"
 
 
 def _window(env: Environment) -> float:
@@ -113,6 +129,7 @@ def _recovery(env: Environment) -> list[PhaseBudget]:
     if held:  # the rank freeze and link cut hold until the engine died of its own timeout: the longest one's
         t, why = max((engine_death_wait(x) for x in held), key=lambda tw: tw[0])
         phases.append(derived("wait for the engine to die", t, why))
+        phases.append(derived("wait for the replica's restart", *restart_after_engine_death(env)))
     return phases + [
         derived("no fault: same load, same observers", max(1.0, 20 * env.time_scale), "20 s x time_scale"),
         PhaseBudget("start a new replica", START_S, "starting a process"),

@@ -82,14 +82,47 @@ class RecoveryRun:
         self.t_end = time.time()
         self.alerts.took_effect(self.t_end)
         self.evidence = dict(getattr(fault, "evidence", {}) or {}, **(info or {}))
+        engine_died = False
         if lasting:
-            timeout = budgets.engine_timeout(self.env.target(self.name))[0]
-            wait = budgets.engine_death_wait(self.env.target(self.name))[0]  # vLLM's own teardown included
-            with sc.phase("wait for the engine to die", timeout_s=timeout):  # its budget: chaos/budgets.py
-                sc.poll(lambda: target.restart_count() != self.restarts_before, timeout=wait, every=0.1)
-            self.evidence["engine_died_after_s"] = round(time.time() - self.t_inject, 2)
-        # the engine died of the fault and was replaced: the frozen rank or cut link's victim is gone
-        sc.revert(check=target.restart_count() == self.restarts_before)
+            engine_died = self._wait_engine_death(fault)
+        # the engine died of the fault (and was replaced): the frozen rank or cut link's victim is gone, whatever
+        # state the rank is in now (a rank vLLM SIGKILLed shows R while the kernel tears it down)
+        sc.revert(check=target.restart_count() == self.restarts_before and not engine_died)
+
+    def _wait_engine_death(self, fault: Fault) -> bool:
+        """Hold a lasting fault until its engine died of it, then until its supervisor restarted the replica.
+
+        The engine's death is seen directly where the fault can tell (a frozen rank: its engine's or its own
+        process gone, RankFreeze.engine_died), else by the restart. The replica's restart may come well after:
+        its processes must all exit first, and a frozen rank vLLM SIGKILLed took 18 s to (docs/vllm-fidelity.md);
+        that wait is the replica's recovery, bounded by slas.recovery_s. Returns whether the engine died."""
+        sc, target, cfg = self.sc, self.target, self.env.target(self.name)
+        died: Callable[[], bool] | None = getattr(fault, "engine_died", None)
+
+        def restarted() -> bool:
+            return bool(target.restart_count() != self.restarts_before)
+
+        asked = [0.0]
+
+        def dead() -> bool:  # the restart every tick; the engine's processes once a second (a docker top each)
+            if restarted():
+                return True
+            if died is None or time.monotonic() - asked[0] < 1.0:
+                return False
+            asked[0] = time.monotonic()
+            return died()
+
+        timeout, wait = budgets.engine_timeout(cfg)[0], budgets.engine_death_wait(cfg)[0]  # vLLM's teardown included
+        with sc.phase("wait for the engine to die", timeout_s=timeout):  # its budget: chaos/budgets.py
+            sc.poll(dead, timeout=wait, every=0.1)
+        gone = restarted() or (died is not None and died())
+        if gone and not restarted():
+            self.evidence["engine_dead_seen_after_s"] = round(time.time() - self.t_inject, 2)
+            with sc.phase("wait for the replica's restart", timeout_s=self.env.slas.recovery_s):
+                sc.poll(restarted, timeout=budgets.restart_after_engine_death(self.env)[0], every=0.1)
+        # the fault's window (its accounting allowance) ends when the replica was replaced, as before
+        self.evidence["engine_died_after_s"] = round(time.time() - self.t_inject, 2)
+        return gone
 
     def wait_recovered(self) -> None:
         """Until the replica serves again, twice the recovery SLA at most.
