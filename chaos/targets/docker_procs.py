@@ -49,10 +49,26 @@ def top(container: Any, *, target: str | None = None) -> list[HostProc]:
     try:
         out = container.top(ps_args=PS_ARGS)
     except docker.errors.APIError as e:
-        if e.status_code in (404, 409) or "is not running" in str(e):
+        if e.status_code in (404, 409) or "is not running" in str(e) or _stopped_meanwhile(container):
             return []
         raise TargetError(f"docker top {container.name} ({PS_ARGS}): {e.explanation or e}", target=target) from None
     return parse_top(out, container.name, target=target)
+
+
+def _stopped_meanwhile(container: Any) -> bool:
+    """Whether the container stopped running while `docker top` asked it: a container whose last process
+    just died answers with whatever its runtime says as it goes (measured in a fresh-clone run: a 500
+    `ttrpc: closed: unknown` as an engine death's container exited), not with "is not running". Its state,
+    asked again, says it; a running container's error stays an error."""
+    import docker
+
+    try:
+        container.reload()
+    except docker.errors.NotFound:
+        return True
+    except docker.errors.APIError:
+        return False
+    return str(getattr(container, "status", "running")) != "running"
 
 
 def parse_top(out: dict[str, Any], name: str, *, target: str | None = None) -> list[HostProc]:

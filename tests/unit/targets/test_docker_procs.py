@@ -37,3 +37,33 @@ def test_the_undo_step_carries_what_a_replay_needs():
     step = docker_procs.undo_step("ssh://gpu@host", "chaos-a", 26754, 1796392175, 18, remote=True, target="a")
     assert step == {"kind": "docker_signal", "docker_host": "ssh://gpu@host", "container": "chaos-a", "pid": 26754,
                     "start": 1796392175, "signal": "SIGCONT", "remote": True, "target": "a"}
+
+
+class _Exiting:
+    """A container whose `docker top` fails as its runtime goes away (a fresh-clone run: 500 `ttrpc: closed`)."""
+
+    def __init__(self, status_after: str) -> None:
+        self.name, self.status, self._after = "c1", "running", status_after
+
+    def top(self, ps_args: str) -> dict:
+        import requests
+
+        import docker
+
+        resp = requests.Response()
+        resp.status_code = 500
+        raise docker.errors.APIError("500 Server Error", response=resp, explanation="ttrpc: closed: unknown")
+
+    def reload(self) -> None:
+        self.status = self._after
+
+
+def test_a_container_that_stopped_while_asked_has_no_processes_and_a_running_one_s_error_stays_one():
+    import pytest
+
+    from chaos.errors import TargetError
+    from chaos.targets.docker_procs import top
+
+    assert top(_Exiting("exited"), target="t") == [] and top(_Exiting("restarting"), target="t") == []
+    with pytest.raises(TargetError, match="ttrpc: closed"):
+        top(_Exiting("running"), target="t")
