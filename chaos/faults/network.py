@@ -16,6 +16,9 @@ def _client(toxi: Toxiproxy | str) -> Toxiproxy:
     return toxi if isinstance(toxi, Toxiproxy) else Toxiproxy(toxi)
 
 
+BASELINE_PROBES = 3  # a toxic's baseline: the fastest answered of this many probes (_fastest_probe)
+
+
 class _ProxyFault(Fault):
     """Common aim checks and probing for faults on one Toxiproxy proxy."""
 
@@ -38,7 +41,21 @@ class _ProxyFault(Fault):
             raise FaultError(str(e), fault=self.kind) from None
         self.listen = self.probe_via or info["listen"]
         if self.probe_enabled and info.get("enabled", True):
-            self.baseline = self._probe(window_s=2.0)
+            self.baseline = self._fastest_probe(BASELINE_PROBES)
+
+    def _fastest_probe(self, n: int) -> ProbeResult:
+        """The baseline: of up to `n` probes, the answered one with the earliest first byte. One probe's server
+        time on a busy machine was noise larger than a small toxic's tolerance (5.1 ms against 1.4 ms, a 30 ms
+        latency proven at 26.3 ms of the 27 asked: a fresh-clone e2e failure); an upstream that does not answer
+        is probed once (each probe of a silent one waits its whole window)."""
+        best = self._probe(window_s=2.0)
+        for _ in range(n - 1):
+            if not best.answered() or best.ttfb_s is None:
+                break
+            p = self._probe(window_s=2.0)
+            if p.answered() and p.ttfb_s is not None and p.ttfb_s < best.ttfb_s:
+                best = p
+        return best
 
     def _probe(self, window_s: float) -> ProbeResult:
         assert self.listen
