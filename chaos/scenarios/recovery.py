@@ -115,11 +115,13 @@ class RecoveryRun:
         timeout, wait = budgets.engine_timeout(cfg)[0], budgets.engine_death_wait(cfg)[0]  # vLLM's teardown included
         with sc.phase("wait for the engine to die", timeout_s=timeout):  # its budget: chaos/budgets.py
             sc.poll(dead, timeout=wait, every=0.1)
-        gone = restarted() or (died is not None and died())
-        if gone and not restarted():
+        was_restarted = restarted()  # asked once: each ask is a call to the target's engine
+        gone = was_restarted or (died is not None and died())
+        if gone and not was_restarted:
             self.evidence["engine_dead_seen_after_s"] = round(time.time() - self.t_inject, 2)
-            with sc.phase("wait for the replica's restart", timeout_s=self.env.slas.recovery_s):
-                sc.poll(restarted, timeout=budgets.restart_after_engine_death(self.env)[0], every=0.1)
+            restart_s = budgets.restart_after_engine_death(self.env)[0]
+            with sc.phase("wait for the replica's restart", timeout_s=restart_s):
+                sc.poll(restarted, timeout=restart_s, every=0.1)
         # the fault's window (its accounting allowance) ends when the replica was replaced, as before
         self.evidence["engine_died_after_s"] = round(time.time() - self.t_inject, 2)
         return gone
