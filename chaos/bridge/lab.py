@@ -73,6 +73,7 @@ def deploy(lab: Lab, env: Environment, log: Callable[[str], object] = lambda s: 
     from chaos.faults.tokens import token_file
     from chaos.observe.completion import wait_completion
     from chaos.stack.faultproxy import find_binary as faultproxy_binary
+    from chaos.stack.faultproxy import proxy_argv
     from chaos.stack.toxiproxy import ToxiproxyServer, split_api
     from chaos.stack.toxiproxy import find_binary as toxiproxy_binary
 
@@ -97,12 +98,8 @@ def deploy(lab: Lab, env: Environment, log: Callable[[str], object] = lambda s: 
         assert f.token_file is not None
         where = host_of(f.listen, f"fault_proxies[{f.name}]")
         secret = _give_token(where, token_file(f.token_file).file)
-        cmd = [binary, "--listen", f.listen, "--upstream", f.upstream, "--name", f.name, "--token-file", secret,
-               "--request-log", proxy_log(f.name)]
-        if f.admin_listen:
-            cmd += ["--admin-listen", f.admin_listen]
-        if f.mirror_refusal:
-            cmd += ["--mirror-refusal"]
+        cmd = proxy_argv(binary, listen=f.listen, upstream=f.upstream, name=f.name, token_file=secret,
+                         request_log=proxy_log(f.name), admin_listen=f.admin_listen, mirror_refusal=f.mirror_refusal)
         _start_proxy(lab, f"faultproxy-{f.name}", cmd, where, f.admin_url)
     if env.fault_proxies:
         log(f"fault proxies: {', '.join(f'{f.name} ({f.listen})' for f in env.fault_proxies)}")

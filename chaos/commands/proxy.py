@@ -52,20 +52,15 @@ def register(app: typer.Typer) -> None:
                   False, "--mirror-refusal",
                   help="refuse connections while the upstream refuses them (needs --admin-listen)")) -> None:
         """Run chaos-faultproxy in the foreground (rules via its admin API or `chaos fault inject`)."""
-        from chaos.stack.faultproxy import find_binary
+        from chaos.stack.faultproxy import find_binary, proxy_argv
 
         binary = find_binary()
         tf = _token_file(token_file, listen, state_dir)
-        argv = [binary, "--listen", listen, "--upstream", upstream, "--name", name or listen]
         if tf:
-            argv += ["--token-file", tf]
             typer.echo(f"chaos: fault proxy admin token in {tf} (give it to the environment as token_file)", err=True)
         # always a log: it is the replica side's evidence the harness reads over HTTP (accounting, attribution)
         log = request_log or _default_log(state_dir, name or listen)
-        argv += ["--request-log", log]
         typer.echo(f"chaos: fault proxy request log in {log} (served at GET /_chaos/log)", err=True)
-        if admin_listen:
-            argv += ["--admin-listen", admin_listen]
-        if mirror_refusal:
-            argv += ["--mirror-refusal"]  # without --admin-listen the proxy refuses the flags: its own one line
+        argv = proxy_argv(binary, listen=listen, upstream=upstream, name=name or listen, token_file=tf, request_log=log,
+                          admin_listen=admin_listen, mirror_refusal=mirror_refusal)
         os.execv(binary, argv)  # the proxy itself takes the signals; its flag errors are its own one line

@@ -74,6 +74,22 @@ def build_binary(out: Path) -> str:
     return str(out)
 
 
+def proxy_argv(binary: str, *, listen: str, upstream: str, name: str, token_file: str | None = None,
+               request_log: str | None = None, admin_listen: str | None = None, mirror_refusal: bool = False) -> list[str]:
+    """The fault proxy's command line: the one spelling of its flags, for this wrapper, the lab's deploy and
+    `chaos proxy`."""
+    argv = [binary, "--listen", listen, "--upstream", upstream, "--name", name]
+    if token_file:
+        argv += ["--token-file", token_file]
+    if request_log:
+        argv += ["--request-log", request_log]
+    if admin_listen:
+        argv += ["--admin-listen", admin_listen]
+    if mirror_refusal:
+        argv += ["--mirror-refusal"]  # without --admin-listen the proxy refuses the flag: its own one line
+    return argv
+
+
 class FaultProxyServer:
     """One chaos-faultproxy process in front of one upstream; a context manager."""
 
@@ -119,16 +135,9 @@ class FaultProxyServer:
             return False
 
     def command(self) -> list[str]:
-        cmd = [self.binary or find_binary(), "--listen", self.listen, "--upstream", self.upstream, "--name", self.name]
-        if self.token.file:
-            cmd += ["--token-file", self.token.file]
-        if self.request_log:
-            cmd += ["--request-log", self.request_log]
-        if self.admin_listen:
-            cmd += ["--admin-listen", self.admin_listen]
-        if self.mirror_refusal:
-            cmd += ["--mirror-refusal"]
-        return cmd
+        return proxy_argv(self.binary or find_binary(), listen=self.listen, upstream=self.upstream, name=self.name,
+                          token_file=self.token.file, request_log=self.request_log, admin_listen=self.admin_listen,
+                          mirror_refusal=self.mirror_refusal)
 
     def start(self, timeout: float = 10.0) -> FaultProxyServer:
         """Start the proxy and wait until /_chaos/health answers."""
