@@ -43,3 +43,16 @@ def test_goodput_and_no_data() -> None:
     assert evaluate(goodput_above(10.0, window_s=10.0, e2e=0.2), run(100, 0)).ok
     assert not evaluate(goodput_above(10.1, window_s=10.0, e2e=0.2), run(100, 0)).ok
     assert evaluate(p99_below(1.0), []).rows[0].ok is None
+
+
+def test_checks_over_traffic_that_never_flowed_prove_nothing() -> None:
+    # every row n/a: no limit broken (the assert passes), and the verdict says "not proven", never a pass
+    v = evaluate(p99_below(1.0) & error_rate_below(0.01), [], window=(0.0, 10.0))
+    assert v.assert_ok() is v and [r.check for r in v.unproven] == ["requests judged"]
+    why = v.unproven[0].unproven
+    assert "0 requests in window 0.000-10.000" in why and "e2e_p99: no successful samples" in why
+    # all failed: the error rate is judged (and fails), so nothing is added
+    v = evaluate(p99_below(1.0) & error_rate_below(0.01), run(10, 10))
+    assert not v.unproven and not v.ok
+    # one check judged, one n/a: judged
+    assert not evaluate(p99_below(1.0) & error_rate_below(0.01), run(10, 0)).unproven
