@@ -36,7 +36,7 @@ ONE_PER_MACHINE = ("tests/standins/lab/",)
 LONG_UNITS = {
     "tests/standins/thirdparty/test_breaker_verdicts.py::test_the_verdict_table_reports_what_the_gateway_does[haproxy]": 260,
     "tests/standins/thirdparty/test_breaker_verdicts.py::test_the_verdict_table_reports_what_the_gateway_does[nginx]": 187,
-    "tests/standins/gateway/test_breaker_suite_policy.py": 172,
+    "tests/standins/gateway/test_breaker_suite_policy.py": 115,  # 172 with its below-degrade scenario
     "tests/standins/lab/": 140,
     # the end-to-end lane's longest files (one process, 2026-12-04): started first, so that neither worker
     # is left with one of them at the end

@@ -1,8 +1,12 @@
 """The breaker suite judges the environment's own policy: a copy of environments/local.yaml that
 degrades at 3 % errors and rolls back at 9 % runs the suite's error scenarios against the reference
-gateway started with that policy, and each passes with the tier the policy gives (no trip, degrade,
+gateway started with that policy, and each passes with the tier the policy gives (degrade,
 rollback). With the seed's literal sizes (0.5 %, 1.5 %, 4 %) the degrade and rollback scenarios
 would fail on this policy: 1.5 % trips nothing and 4 % only degrades.
+
+Only those two tell the policy's sizes from the literals, so only they run here: below degrade, the
+policy's size and the literal 0.5 % both trip nothing (it ran here until 2026-12-05, 58 s of the
+stand-ins lane's longest path; the lab lane runs it on its own policy).
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ import pytest
 from tests._support import free_port_offset
 
 ROOT = Path(__file__).resolve().parents[3]
-EXPECTED = {"errors-below-degrade": "none", "errors-degrade": "degrade", "errors-rollback": "rollback"}
+EXPECTED = {"errors-degrade": "degrade", "errors-rollback": "rollback"}
 
 
 @pytest.mark.slow
@@ -36,7 +40,7 @@ def test_a_3_and_9_percent_policy_is_judged_by_its_own_thresholds(tmp_path: Path
     env_file.write_text(text)
     offset = free_port_offset(text)
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "suites/breaker", "--env", str(env_file), "-k", "errors", "-q",
+        [sys.executable, "-m", "pytest", "suites/breaker", "--env", str(env_file), "-k", " or ".join(EXPECTED), "-q",
          "-p", "no:cacheprovider", "-o", "addopts=", f"--alluredir={tmp_path / 'results'}"],
         cwd=ROOT, capture_output=True, text=True, timeout=840,
         env={**os.environ, "CHAOS_PORT_OFFSET": str(offset)})
