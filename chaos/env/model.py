@@ -172,6 +172,9 @@ class Target(_Strict):
         0, description="a count (Docker picks the devices), 'all', or the devices: indices or GPU-/MIG- UUIDs")
     ipc_host: bool = False
     shm_size: str | None = None
+    cpus: float | None = Field(None, gt=0, le=1024, description=(
+        "docker targets the harness starts: the container's CPU limit, as `docker run --cpus` (a CFS quota: "
+        "at most this many cores' time in every 100 ms, whatever the scheduler's fairness does)"))
     env: dict[str, str] = {}
     hurt: bool | list[RecoveryFault] | None = Field(
         None, description="which recovery faults may hurt this target: true (all), false (none) or a list; "
@@ -198,6 +201,8 @@ class Target(_Strict):
     def _kind_fields(self) -> Target:
         if self.kind == "docker" and not self.image:
             raise ValueError("a docker target needs 'image'")
+        if self.kind != "docker" and self.cpus is not None:
+            raise ValueError("'cpus' limits a container: it applies to docker targets only")
         if self.kind == "process" and not (self.command or self.simulator or self.vllm):
             raise ValueError("a process target needs 'command', 'simulator' or 'vllm'")
         if self.simulator and self.vllm:

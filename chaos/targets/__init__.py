@@ -112,4 +112,4 @@ def make_target(target_cfg: TargetConfig, *, run_id: str, state_dir: str | os.Pa
     return DockerTarget(cfg.name, cfg.image or "", args=list(cfg.command) + args, port=cfg.port, host=cfg.host,
                         container_name=cfg.container_name, docker_host=cfg.docker_host, run_id=run_id,
                         state_dir=state_dir, restart_policy=cfg.restart_policy, gpus=cfg.gpus, ipc_host=cfg.ipc_host,
-                        shm_size=cfg.shm_size, env=variables, volumes={state: {"bind": state, "mode": "rw"}}, **kw)
+                        shm_size=cfg.shm_size, cpus=cfg.cpus, env=variables, volumes={state: {"bind": state, "mode": "rw"}}, **kw)

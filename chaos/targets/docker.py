@@ -50,14 +50,15 @@ class DockerTarget:
                  container_name: str | None = None, docker_host: str | None = None, run_id: str = "local",
                  state_dir: str | os.PathLike[str] = ".state", restart_policy: str = "always",
                  gpus: int | str | list[int | str] = 0,
-                 ipc_host: bool = False, shm_size: str | None = None, env: dict[str, str] | None = None,
-                 volumes: dict[str, dict[str, str]] | None = None, client: Any = None,
+                 ipc_host: bool = False, shm_size: str | None = None, cpus: float | None = None,
+                 env: dict[str, str] | None = None, volumes: dict[str, dict[str, str]] | None = None, client: Any = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.name, self.image, self.args, self.port, self.host = name, image, list(args or []), port, host
         self.container_name = container_name or f"chaos-{run_id}-{name}"
         self.docker_host = docker_host
         self.run_id, self.state_dir, self.restart_policy = run_id, Path(state_dir), restart_policy
         self.gpus, self.ipc_host, self.shm_size, self.env, self.volumes = gpus, ipc_host, shm_size, dict(env or {}), volumes
+        self.cpus = cpus
         self._client = client
         self._sleep = sleep
         self._container: Any = None
@@ -101,6 +102,8 @@ class DockerTarget:
             kw["ipc_mode"] = "host"
         if self.shm_size:
             kw["shm_size"] = self.shm_size
+        if self.cpus:  # `docker run --cpus`: Docker's API takes billionths of a CPU
+            kw["nano_cpus"] = round(self.cpus * 1e9)
         if self.volumes:
             kw["volumes"] = self.volumes
         if isinstance(self.gpus, list):  # the devices themselves (indices or UUIDs), as `docker run --gpus '"device=0,1"'`

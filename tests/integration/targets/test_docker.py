@@ -26,7 +26,8 @@ def target(tmp_path):
     port = free_port()
     run_id = uuid.uuid4().hex[:8]
     t = DockerTarget("dock", IMAGE, args=["python3", "-c", TINY, str(port), "--ranks", "2"], port=port,
-                     run_id=run_id, state_dir=tmp_path, restart_policy="always", shm_size="64m", env={"X": "1"})
+                     run_id=run_id, state_dir=tmp_path, restart_policy="always", shm_size="64m", cpus=1.5,
+                     env={"X": "1"})
     try:
         t.start()
         t.wait_healthy(30)
@@ -53,6 +54,7 @@ def test_labels_policy_host_network_env_and_exec(target):
     assert c.labels[LABEL_RUN] == target.run_id and c.labels[LABEL_TARGET] == "dock"
     hc = c.attrs["HostConfig"]
     assert hc["RestartPolicy"]["Name"] == "always" and hc["NetworkMode"] == "host" and hc["ShmSize"] == 64 * 2**20
+    assert hc["NanoCpus"] == 1_500_000_000  # `cpus: 1.5`, a CFS quota of 150 ms in every 100 ms
     rc, out = target.exec(["python3", "-c", "import os; print(os.environ['X'])"])
     assert (rc, out.strip()) == (0, "1")
     assert "listening" in target.logs(5)

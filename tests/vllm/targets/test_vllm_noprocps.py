@@ -71,8 +71,10 @@ def _run_suite(env_file: Path, args: list[str], env: dict[str, str], log: Path, 
     harness answers as a cancelled CI job's: the fault reverted, the stack taken down (a SIGKILL would leave
     two vLLM containers, the gateway and Toxiproxy running); `chaos cleanup` is the backstop either way."""
     with open(log, "wb") as f:
+        # its scenarios' evidence (summary, timeline, records) kept beside the log, to read after a failure
         proc = subprocess.Popen([sys.executable, "-m", "pytest", *args, "--env", str(env_file), "--allow-destructive",
-                                 "-p", "no:cacheprovider", "-v", "-rs"], cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
+                                 "-p", "no:cacheprovider", "-v", "-rs", "--basetemp", str(log.parent / "suite-tmp")],
+                                cwd=REPO, stdout=f, stderr=subprocess.STDOUT,
                                 env=env)
         try:
             rc = proc.wait(timeout=timeout_s)
@@ -135,7 +137,7 @@ def test_recovery_suite_on_real_vllm_without_ps_or_kill(stripped, tmp_path, grou
     got = _outcomes(out)
     print(f"{group}: suite {time.time() - t0:.0f} s: {got}")
     want = {f"test_replica_recovers[{k}-steady-users-replica-a]": "PASSED" for k in kinds}
-    assert rc == 0 and got == want, out[-5000:]
+    assert rc == 0 and got == want, f"{out[-5000:]}\n[evidence: {tmp_path / 'suite-tmp'}]"
     if "nccl-rank-freeze" in kinds:  # the plan names the TP 2 target the rank freeze hurt
         plan = [line.split() for line in out.splitlines() if line.startswith("recovery ")]
         assert ["recovery", "NCCL", "rank", "freeze", "on", "replica-a", "(TP", "2)", "run"] in \
