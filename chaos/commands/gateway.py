@@ -48,6 +48,9 @@ def settings_from(env: Environment | None, *, listen: str | None = None, stable:
     extra = {k: overrides[k] for k in ("leak_hour_s", "scrape_interval_s", "hmac_window_s") if overrides.get(k)}
     if env is not None and "leak_hour_s" not in extra:
         extra["leak_hour_s"] = 3600.0 * env.time_scale  # the leak rule's hour is compressed with the env
+    if gw is not None:
+        extra.update(eject_after=gw.reference.eject_after, eject_s=gw.reference.eject_s)
+    extra.update({k: overrides[k] for k in ("eject_after", "eject_s") if overrides.get(k) is not None})
     return GatewaySettings(
         replicas=replicas, policy=policy, listen=listen or (gw.listen if gw else "127.0.0.1:18100"),
         admin_token=admin_token or (gw.admin_token if gw else None),
@@ -93,6 +96,9 @@ def gateway(
     normalize: bool | None = typer.Option(None, "--normalize/--no-normalize", help="NFKC prompts"),
     leak_hour_s: float | None = typer.Option(None, min=0.001, help="real seconds that count as an hour (leak rule)"),
     scrape_interval_s: float | None = typer.Option(None, min=0.05),
+    eject_after: int | None = typer.Option(None, min=0, help="failed attempts in a row that take a replica out of "
+                                                            "rotation (0: never)"),
+    eject_s: float | None = typer.Option(None, min=0.001, help="how long a replica taken out stays out"),
     log_level: str = typer.Option("INFO"),
 ) -> None:
     """Run the gateway from an environment (--env) or from explicit --stable/--canary URLs."""
@@ -104,7 +110,8 @@ def gateway(
     settings = settings_from(e, listen=listen, stable=stable, canary=canary, admin_token=admin_token,
                              canary_weight=canary_weight, window_s=window_s, min_calls=min_calls,
                              open_wait_s=open_wait_s, hmac_key_env=hmac_key_env, normalize_unicode=normalize,
-                             leak_hour_s=leak_hour_s, scrape_interval_s=scrape_interval_s)
+                             leak_hour_s=leak_hour_s, scrape_interval_s=scrape_interval_s, eject_after=eject_after,
+                             eject_s=eject_s)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     run(settings)
 

@@ -256,6 +256,14 @@ class LitellmGateway(_Strict):
     timeout_s: float = Field(300.0, gt=0, description="a call to a deployment fails after this long")
 
 
+class ReferenceGateway(_Strict):
+    """The reference gateway's passive outlier ejection (chaos.stack.gateway.ejection): off by default."""
+
+    eject_after: int = Field(0, ge=0, description="failed attempts in a row (no answer, 5xx, 429, a broken stream) "
+                                                  "that take a replica out of its pool's rotation (0: never)")
+    eject_s: float = Field(10.0, gt=0, description="how long it stays out; then one request tries it again")
+
+
 class GatewayConfig(_Strict):
     """The gateway the embedded stack puts in front of the replicas: the reference gateway
     (`chaos gateway`, with its admin API) or a third-party one started from its package, with a
@@ -264,6 +272,7 @@ class GatewayConfig(_Strict):
     kind: Literal["reference", "nginx", "haproxy", "litellm"] = "reference"
     listen: HostPort = "127.0.0.1:18100"
     admin_token: str | None = None
+    reference: ReferenceGateway = ReferenceGateway()
     nginx: NginxGateway = NginxGateway()
     haproxy: HaproxyGateway = HaproxyGateway()
     litellm: LitellmGateway = LitellmGateway()

@@ -34,6 +34,8 @@ class ContainerFacts:
     variables: dict[str, str] = field(default_factory=dict)  # VLLM_* and GPU_VARS; secret-looking ones "(set)"
     gpus: str | None = None  # "all", "N" (a count) or "device=2,3" from the device request; None: none
     tp_size: int | None = None  # from --tensor-parallel-size / -tp in the command line
+    cpus: float | None = None  # its CPU limit in cores (`--cpus`, or `--cpu-quota` / `--cpu-period`); None: none
+    cpuset: str | None = None  # the cores it may run on (`--cpuset-cpus`); None: any
 
     @property
     def execute_model_timeout_s(self) -> float | None:
@@ -65,6 +67,14 @@ def _gpus(host_config: dict[str, Any]) -> str | None:
     return None
 
 
+def _cpus(host_config: dict[str, Any]) -> float | None:
+    nano = int(host_config.get("NanoCpus") or 0)
+    quota, period = int(host_config.get("CpuQuota") or 0), int(host_config.get("CpuPeriod") or 0)
+    if nano > 0:
+        return nano / 1e9
+    return quota / (period or 100_000) if quota > 0 else None  # Docker's default period is 100 ms
+
+
 def parse(attrs: dict[str, Any], engine: str = "local") -> ContainerFacts:
     """The facts in one container's `docker inspect` object (the SDK's `container.attrs`)."""
     config, host = attrs.get("Config") or {}, attrs.get("HostConfig") or {}
@@ -78,7 +88,8 @@ def parse(attrs: dict[str, Any], engine: str = "local") -> ContainerFacts:
     return ContainerFacts(container=str(attrs.get("Name", "")).lstrip("/"), engine=engine,
                           status=str((attrs.get("State") or {}).get("Status", "?")), image=str(config.get("Image", "")),
                           restart_policy=policy.get("Name") or "no", max_retries=int(policy.get("MaximumRetryCount") or 0),
-                          variables=dict(sorted(variables.items())), gpus=_gpus(host), tp_size=_tp(args))
+                          variables=dict(sorted(variables.items())), gpus=_gpus(host), tp_size=_tp(args),
+                          cpus=_cpus(host), cpuset=host.get("CpusetCpus") or None)
 
 
 @dataclass(frozen=True)
@@ -218,5 +229,8 @@ def format_read(targets: list[Target], read_result: dict[str, ContainerFacts | s
         if facts:
             shown = ", ".join(f"{k}={v}" for k, v in facts.variables.items()) or "none"
             out.append(f"  VLLM_*/GPU variables: {shown}")
+            # a capped or pinned replica steps slower than its GPUs alone would say: worth seeing beside the SLAs
+            limit = f"limit {facts.cpus:g} cores" if facts.cpus else "no limit"
+            out.append(f"  CPU: {limit}" + (f", cores {facts.cpuset}" if facts.cpuset else ", any core"))
         out += [f"  {s.line()}" for s in settings(t, facts)]
     return out

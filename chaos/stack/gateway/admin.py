@@ -30,6 +30,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from chaos.stack.gateway.breaker import Transition
+from chaos.stack.gateway.ejection import Ejection
 from chaos.stack.gateway.policy import POOLS, GatewayPolicy
 from chaos.stack.gateway.release import Release, ReleaseError
 
@@ -127,8 +128,10 @@ class GatewayMetrics:
 class Admin:
     """aiohttp handlers for the admin API and /metrics."""
 
-    def __init__(self, policy: GatewayPolicy, metrics: GatewayMetrics, token: str | None) -> None:
+    def __init__(self, policy: GatewayPolicy, metrics: GatewayMetrics, token: str | None,
+                 ejection: Ejection | None = None) -> None:
         self.policy, self.metrics, self._token = policy, metrics, token
+        self.ejection = ejection
 
     def routes(self) -> list[web.RouteDef]:
         return [web.get("/admin/state", self.state), web.post("/admin/reset", self.reset),
@@ -169,7 +172,10 @@ class Admin:
 
     async def state(self, request: web.Request) -> web.Response:
         await self._json(request)
-        return self._ok(self.policy.snapshot())
+        snap = self.policy.snapshot()
+        if self.ejection is not None:  # which replicas are out of rotation, and for how much longer
+            snap["ejection"] = self.ejection.state()
+        return self._ok(snap)
 
     async def reset(self, request: web.Request) -> web.Response:
         data = await self._json(request)

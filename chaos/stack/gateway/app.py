@@ -14,6 +14,7 @@ from aiohttp import web
 from chaos.errors import ConfigError
 from chaos.stack.gateway.admin import Admin, GatewayMetrics
 from chaos.stack.gateway.defects import planted_from_env
+from chaos.stack.gateway.ejection import Ejection
 from chaos.stack.gateway.policy import GatewayPolicy
 from chaos.stack.gateway.proxy import Proxy, Replica
 from chaos.stack.gateway.rules import BreakerRules
@@ -41,6 +42,8 @@ class GatewaySettings:
     scrape_interval_s: float | None = None
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 600.0
+    eject_after: int = 0  # failed attempts in a row that take a replica out of rotation (0: never)
+    eject_s: float = 10.0  # for this long (chaos.stack.gateway.ejection)
 
     def __post_init__(self) -> None:
         if not self.replicas:
@@ -115,11 +118,12 @@ def build_app(settings: GatewaySettings, policy: GatewayPolicy | None = None) ->
         log.warning("PLANTED DEFECT %s is on (chaos/stack/gateway/defects.py): not for real use",
                     policy.planted_defect)
     metrics = GatewayMetrics(policy)
+    ejection = Ejection(settings.eject_after, settings.eject_s)
     proxy = Proxy(settings.replicas, policy, hmac_key=settings.hmac_key, hmac_window_s=settings.hmac_window_s,
-                  normalize=settings.policy.normalize_unicode, metrics=metrics)
+                  normalize=settings.policy.normalize_unicode, metrics=metrics, ejection=ejection)
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app[SETTINGS], app[POLICY], app[PROXY], app[METRICS] = settings, policy, proxy, metrics
-    app.add_routes(Admin(policy, metrics, settings.admin_token).routes())
+    app.add_routes(Admin(policy, metrics, settings.admin_token, ejection).routes())
     app.router.add_route("*", "/{tail:.*}", proxy.handle)
     policy.listeners.append(lambda tr: log.info("pool %s: %s -> %s (%s)", tr.name, tr.src.value, tr.dst.value, tr.reason))
 

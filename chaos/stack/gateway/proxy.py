@@ -26,6 +26,7 @@ from multidict import CIMultiDict
 
 from chaos.errors import ConfigError
 from chaos.signing import NonceCache, SignatureError, verify
+from chaos.stack.gateway.ejection import Ejection
 from chaos.stack.gateway.normalize import normalize_body
 from chaos.stack.gateway.policy import CANARY, POOLS, STABLE, GatewayPolicy, is_oom
 from chaos.stack.gateway.release import MIRROR_HEADER, TEXT_LIMIT, answer_text
@@ -85,7 +86,8 @@ class Proxy:
     """Routes, forwards and accounts for one request at a time (state lives in GatewayPolicy)."""
 
     def __init__(self, replicas: list[Replica], policy: GatewayPolicy, *, hmac_key: bytes | None = None,
-                 hmac_window_s: float = 300.0, normalize: bool = True, metrics: GatewayMetrics | None = None) -> None:
+                 hmac_window_s: float = 300.0, normalize: bool = True, metrics: GatewayMetrics | None = None,
+                 ejection: Ejection | None = None) -> None:
         self.pools = {p: [r for r in replicas if r.pool == p] for p in POOLS}
         self.present = {p for p, rs in self.pools.items() if rs}
         self._rr = {p: itertools.count() for p in POOLS}
@@ -95,6 +97,7 @@ class Proxy:
         self.nonces = NonceCache(hmac_window_s)
         self.normalize = normalize
         self.metrics = metrics
+        self.ejection = ejection or Ejection()  # off unless configured
         self.session: aiohttp.ClientSession | None = None
         self._shadows: set[asyncio.Task[None]] = set()  # mirrored calls in flight (a task needs a reference)
 
@@ -159,7 +162,7 @@ class Proxy:
         self.policy.mirrors.add(pair)
 
     def _pick(self, pool: str, exclude: Replica | None = None) -> Replica | None:
-        reps = [r for r in self.pools[pool] if r is not exclude]
+        reps = self.ejection.rotation([r for r in self.pools[pool] if r is not exclude], lambda r: r.name)
         return reps[next(self._rr[pool]) % len(reps)] if reps else None
 
     def _upstream_headers(self, request: web.Request, rid: str) -> CIMultiDict[str]:
@@ -175,6 +178,7 @@ class Proxy:
                  oom: bool = False) -> None:
         latency = time.monotonic() - t0
         self.policy.record(pool, ok, latency, permit, oom=oom)
+        self.ejection.record(replica.name, ok)
         if self.metrics:
             self.metrics.request(pool, replica.name, ok, latency, oom, prompt_bytes=request.get(PROMPT_BYTES))
 

@@ -39,6 +39,14 @@ def test_all_gpus_a_retry_limit_and_the_short_tp_flag() -> None:
     assert f.variables == {"NVIDIA_VISIBLE_DEVICES": "all"} and f.execute_model_timeout_s is None
     bare = parse(_recorded("inspect-sim-default.json"))  # docker create IMAGE: Docker's default policy
     assert (bare.restart_policy, bare.gpus, bare.tp_size, bare.variables) == ("no", None, None, {})
+    assert (bare.cpus, bare.cpuset) == (None, None)
+    quota = parse({**bare_attrs(), "HostConfig": {"CpuQuota": 150000, "CpuPeriod": 100000, "CpusetCpus": "0,1"}})
+    assert (quota.cpus, quota.cpuset) == (1.5, "0,1")  # `--cpu-quota 150000 --cpuset-cpus 0,1`
+    assert parse({**bare_attrs(), "HostConfig": {"NanoCpus": 2_500_000_000}}).cpus == 2.5  # `--cpus 2.5`
+
+
+def bare_attrs() -> dict:
+    return _recorded("inspect-sim-default.json")
 
 
 def _env(tmp_path: Path, target: str):
@@ -82,7 +90,7 @@ def test_env_check_prints_what_it_read_from_each_container(tmp_path) -> None:
     name = f"chaos-facts-test-{uuid.uuid4().hex[:8]}"
     c = client.containers.run(SIM_IMAGE, entrypoint=["sh", "-c", "sleep 120", "vllm"],
                               command=["serve", "m", "--tensor-parallel-size", "2"],  # sh -c ignores them
-                              name=name, detach=True, restart_policy={"Name": "unless-stopped"},
+                              name=name, detach=True, restart_policy={"Name": "unless-stopped"}, nano_cpus=500_000_000,
                               environment={"VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "37", "HF_TOKEN": "hf_not_shown"},
                               labels={"llm-chaos.test": "container-facts"})
     try:
@@ -100,6 +108,7 @@ def test_env_check_prints_what_it_read_from_each_container(tmp_path) -> None:
         assert "engine timeout (VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS): 37 from the container" in text
         assert "restart policy: unless-stopped from the container [file: not set, container unless-stopped]" in text
         assert "tensor-parallel size: 2 from the container" in text
+        assert "  CPU: limit 0.5 cores, any core" in text  # `--cpus 0.5`
         assert f"gpu-2: not read: no container '{name}-gone' on local (not up yet?)" in text
         # the plan uses what was read: the TP 2 container is the rank freeze's, waiting for its 37 s
         assert "NCCL rank freeze on gpu-1 (TP 2)" in text and f"37 read from container {name}" in text
