@@ -84,7 +84,7 @@ def test_connection_error_retried_once_on_the_same_pool_and_counted():
 
 def test_a_replica_failing_in_a_row_is_taken_out_of_rotation_only_when_configured():
     """A replica answering 500 to everything (a dead one behind a fault proxy answers 502): without ejection
-    it keeps half the traffic; with `eject_after` 2 it gets two requests, then none until its hold is over,
+    it keeps half the traffic; with `eject_after` 2 it gets two requests, then none until its hold (3 s) is over,
     then one, which fails and takes it out again. The admin state says which replica is out."""
     async def run(**kw):
         async with upstream("dead", "http500") as (dead, du), upstream("b") as (b, bu):
@@ -93,14 +93,15 @@ def test_a_replica_failing_in_a_row_is_taken_out_of_rotation_only_when_configure
                     aiohttp.ClientSession() as s:
                 first = [await post(s, gw) for _ in range(10)]
                 _, state = await admin(s, gw, "/admin/state")
-                await asyncio.sleep(kw.get("eject_s", 0))
+                # still out now, so out for every request since it was taken out; then wait out its hold
+                await asyncio.sleep(state["ejection"]["out"].get("dead", 0) + 0.05)
                 then = [await post(s, gw) for _ in range(4)]
         return [st for st, _, _ in first], [st for st, _, _ in then], state, len(dead.received)
 
     first, then, state, to_dead = asyncio.run(run())
     assert first.count(500) == 5 and then.count(500) == 2 and to_dead == 7 and "ejection" in state
     assert state["ejection"]["ejections"] == 0
-    first, then, state, to_dead = asyncio.run(run(eject_after=2, eject_s=0.5))
+    first, then, state, to_dead = asyncio.run(run(eject_after=2, eject_s=3.0))
     assert first == [500, 200, 500] + [200] * 7 and state["ejection"]["out"].keys() == {"dead"}
     assert then == [500, 200, 200, 200] and to_dead == 3
 
