@@ -48,6 +48,8 @@ class Ejection:
 
     def rotation(self, replicas: Sequence[R], name: Callable[[R], str]) -> Sequence[R]:
         """The replicas a request may go to: those not out, or all of them when every one is."""
+        if self.after <= 0:  # off: every request's pick stays as cheap as before
+            return replicas
         live = [r for r in replicas if not self.out(name(r))]
         return live or replicas
 
