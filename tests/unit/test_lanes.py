@@ -58,3 +58,13 @@ def test_test_modules_have_unique_import_names() -> None:
         seen.setdefault(_module_name(p), []).append(str(p.relative_to(REPO)))
     clashes = {name: files for name, files in seen.items() if len(files) > 1}
     assert clashes == {}, f"test files sharing an import name (rename one): {clashes}"
+
+
+def test_ci_runs_every_lane_with_the_tools_required() -> None:
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    steps = ("make lint", "make typecheck", "make test-unit", "make test-integration", "make test-standins",
+             "make test-e2e", ".ci/vllm-lane", ".ci/lab-lane", "dockerd",
+             "CHAOS_REQUIRE=docker,toxiproxy,faultproxy,chromium,allure,lab,gateways,prometheus")
+    missing = [step for step in steps if step not in ci]
+    assert missing == [], f".ci/run lacks: {missing}"
+    assert "pkill" not in ci, ".ci/run ends only the jobs it started, by process group"
