@@ -1,4 +1,4 @@
-"""Every test lives in a lane (README, "The harness's own tests"), and the unit lane's guard bites."""
+"""Every test lives in a lane (docs/testing.md), and the unit lane's guard bites."""
 from __future__ import annotations
 
 import socket
