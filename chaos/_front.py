@@ -68,8 +68,7 @@ FRONT: dict[str, tuple[str, str | None]] = {
     "SummaryCollector": ("chaos.report.summary", "SummaryCollector"),
     "add_recovery": ("chaos.report.summary", "add_recovery"), "add_breaker": ("chaos.report.summary", "add_breaker"),
     "latency_table": ("chaos.report.tables", "latency_table"), "verdict_table": ("chaos.report.tables", "verdict_table"),
-    # what one suite of this repository needs beyond the above (its check family, its workload, its wiring);
-    # item 3 of issue 31 folds these into the one experiment model
+    # what one suite of this repository needs beyond the above (its check family, its workload, its wiring)
     "analyze_breaker": ("chaos.verify.breaker", "analyze"),
     "degrade_recovery_s": ("chaos.verify.breaker", "degrade_recovery_s"),
     "BREAKER_SIZE_NAMES": ("chaos.verify.breaker_sizes", "NAMES"),

@@ -179,10 +179,10 @@ class Scenario:
                                    limit=">= 1 success", measured=0, window=(deadline - seconds, deadline))
 
     def _await_load_flowing(self) -> None:
-        """Wait until the started load has recorded a request (its records reach the file every flush_s). Found
-        in a fresh-clone run on a busy machine: a lab crash 2 s after the load started had 0 requests open in
-        the second before the kill (632 in the run, 1525-2078 on a quiet machine), so the fault's allowance was
-        the error budget alone and the requests sent during the restart broke it (8 failed against 7)."""
+        """Wait until the started load has recorded a request (its records reach the file every flush_s). On a
+        busy machine Locust can take longer to start than the steady state's window: a fault injected before
+        any request is open gets the error budget alone as its allowance, and the requests sent into the
+        restart then break it."""
         progress = getattr(self.load, "progress", None)
         if progress is None:
             return

@@ -22,10 +22,9 @@ _act_lock = threading.RLock()
 def recover_bound_s(slas: Any) -> float:
     """How long a revert waits for a crashed replica to answer again: twice the recovery SLA (what the
     recovery suite's wait allows, so a late return is a failed recovery verdict with its figure, not a
-    revert error), and never less than a cold start. It was the cold-start SLA alone: CI at 1fb7082
-    failed the vLLM lane's crash-sigkill with "revert failed: /health 200 not reached within 240s"
-    while the TP 2 replica, killed under load on 2 cores, was seconds from serving (engine init done;
-    the same crash took 241 s and passed a run before), inside recovery_s 300."""
+    revert error), and never less than a cold start. The cold-start SLA alone is too short: a TP 2
+    replica killed under load on 2 cores can take just over it (241 s against 240) to serve, still
+    inside recovery_s 300, and that is the recovery verdict's to judge."""
     bound: float = max(slas.cold_start_s, 2 * slas.recovery_s)
     return bound
 

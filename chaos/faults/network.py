@@ -45,8 +45,8 @@ class _ProxyFault(Fault):
 
     def _fastest_probe(self, n: int) -> ProbeResult:
         """The baseline: of up to `n` probes, the answered one with the earliest first byte. One probe's server
-        time on a busy machine was noise larger than a small toxic's tolerance (5.1 ms against 1.4 ms, a 30 ms
-        latency proven at 26.3 ms of the 27 asked: a fresh-clone e2e failure); an upstream that does not answer
+        time on a busy machine can be noise larger than a small toxic's tolerance (5.1 ms against 1.4 ms made
+        a 30 ms latency read as 26.3 ms, under the 27 asked); an upstream that does not answer
         is probed once (each probe of a silent one waits its whole window)."""
         best = self._probe(window_s=2.0)
         for _ in range(n - 1):

@@ -6,7 +6,7 @@ each worker in distributed mode) appends its records to `<out_dir>/records-<host
 and, when its users stop, `meta-<host>-<pid>.json` (its CPU and wall seconds).
 
 The configured shape (users | rate | ramp | step, for `duration_s`) drives the run, so a plain
-`locust -f ... --headless --host URL` runs 8 users for 30 s and stops. Set
+`locust -f ... --headless --host URL` drives 8 users for 30 s and stops. Set
 CHAOS_LOAD_SHAPE_CLASS=0 (users shape only) to drive it with Locust's own -u/-r/-t or web UI.
 Distributed over hosts: start `--master` with the config, then on each host
 `locust -f chaos/load/locustfile.py --worker --master-host H` with the same CHAOS_LOAD_CONFIG

@@ -57,8 +57,8 @@ def top(container: Any, *, target: str | None = None) -> list[HostProc]:
 
 def _stopped_meanwhile(container: Any) -> bool:
     """Whether the container stopped running while `docker top` asked it: a container whose last process
-    just died answers with whatever its runtime says as it goes (measured in a fresh-clone run: a 500
-    `ttrpc: closed: unknown` as an engine death's container exited), not with "is not running". Its state,
+    just died answers with whatever its runtime says as it goes (such as a 500 `ttrpc: closed: unknown`
+    as an engine death's container exits), not with "is not running". Its state,
     asked again, says it; a running container's error stays an error."""
     import docker
 
