@@ -51,9 +51,11 @@ class Check:
     """Any check: `readings(records, window)`; `a & b` (both must hold), `a | b` (one must hold)."""
 
     def readings(self, records: Sequence[RequestRecord], window: Window = None) -> list[Reading]:
+        """One reading per check over the requests that ended in `window` (None: every request)."""
         raise NotImplementedError
 
     def describe(self) -> str:
+        """The check's name, as the experiment's plan line shows it."""
         raise NotImplementedError
 
     def check(self, records: Sequence[RequestRecord], window: Window) -> list[Reading]:
@@ -91,6 +93,7 @@ class Bound(Check):
         return self.name
 
     def measure(self, records: Sequence[RequestRecord], window: Window = None) -> Reading:
+        """The value over the window's requests, judged; `ok` None with fewer than `min_requests`."""
         done = ended_in(records, window, self.prompt_class, attempts=self.attempts)
         if len(done) < self.min_requests:
             return Reading(self.name, f"{self.expected()} on >= {self.min_requests} requests", None, None, window,
@@ -113,7 +116,7 @@ class Hypothesis(Check):
     """Every check must hold: the steady-state hypothesis of an experiment, or a suite's checks."""
 
     def __init__(self, checks: Iterable[Check]) -> None:
-        self.checks = [c for ch in checks for c in (ch.checks if isinstance(ch, Hypothesis) else [ch])]
+        self.checks: list[Check] = [c for ch in checks for c in (ch.checks if isinstance(ch, Hypothesis) else [ch])]
 
     def readings(self, records: Sequence[RequestRecord], window: Window = None) -> list[Reading]:
         return [r for c in self.checks for r in c.readings(records, window)]
@@ -126,7 +129,7 @@ class AnyOf(Check):
     """At least one check must hold; one reading that shows them all."""
 
     def __init__(self, checks: Iterable[Check]) -> None:
-        self.checks = [c for ch in checks for c in (ch.checks if isinstance(ch, AnyOf) else [ch])]
+        self.checks: list[Check] = [c for ch in checks for c in (ch.checks if isinstance(ch, AnyOf) else [ch])]
 
     def readings(self, records: Sequence[RequestRecord], window: Window = None) -> list[Reading]:
         rs = [r for c in self.checks for r in c.readings(records, window)]
