@@ -104,6 +104,12 @@ class Bound(Check):
         return [self.measure(records, window)]
 
 
+def require(ok: bool, field: str, expected: str, got: object) -> None:
+    """Bad input to a check: one line naming the field."""
+    if not ok:
+        raise ValueError(f"{field}: expected {expected}, got {got!r}")
+
+
 def within_tolerance(check: Bound, value: float, window: Window, requests: int) -> Reading:
     """The one judge: the measured value against the check's limit, inclusive (an error budget of 1 %
     allows exactly 1 %); an infinite value (a failure counted as a latency miss) never holds a `<=`."""

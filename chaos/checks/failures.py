@@ -1,14 +1,14 @@
 """The share of requests that failed: final requests (after the client's retries) or every attempt."""
 from __future__ import annotations
 
-from chaos.checks.base import MIN_REQUESTS, Bound, Window, failed
+from chaos.checks.base import MIN_REQUESTS, Bound, Window, failed, require
 from chaos.load.records import RequestRecord
 
 
 class _ErrorShare(Bound):
     def __init__(self, share: float, attempts: bool, prompt_class: str | None, min_requests: int) -> None:
-        if not 0 <= share <= 1:
-            raise ValueError(f"share: expected a share of requests in 0..1, got {share!r}")
+        require(0 <= share <= 1, "share", "a share of requests in 0..1", share)
+        require(min_requests >= 1, "min_requests", "at least 1", min_requests)
         self.limit, self.attempts, self.prompt_class, self.min_requests = share, attempts, prompt_class, min_requests
         self.name = ("attempt error rate" if attempts else "error rate") + (f" ({prompt_class})" if prompt_class else "")
 

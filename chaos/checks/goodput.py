@@ -1,13 +1,16 @@
 """Goodput: requests that succeeded within every given objective, as a share of requests or per second."""
 from __future__ import annotations
 
-from chaos.checks.base import MIN_REQUESTS, Bound, Window
+from chaos.checks.base import MIN_REQUESTS, Bound, Window, require
 from chaos.load.records import RequestRecord
 
 
 class _Goodput(Bound):
     def __init__(self, limit: float, per_s: bool, objectives: dict[str, float | None], prompt_class: str | None,
                  min_requests: int) -> None:
+        require(min_requests >= 1, "min_requests", "at least 1", min_requests)
+        for m, lim in objectives.items():
+            require(lim is None or lim > 0, f"{m}_s", "seconds > 0", lim)
         self.limit, self.per_s, self.prompt_class, self.min_requests = limit, per_s, prompt_class, min_requests
         self.objectives = {m: s for m, s in objectives.items() if s is not None}
         self.op = ">="
@@ -36,8 +39,7 @@ def goodput_share_above(share: float, *, e2e_s: float | None = None, ttft_s: flo
                         tpot_s: float | None = None, prompt_class: str | None = None,
                         min_requests: int = MIN_REQUESTS) -> Bound:
     """Share (0..1) of final requests that succeeded within every given objective (seconds)."""
-    if not 0 <= share <= 1:
-        raise ValueError(f"share: expected a share of requests in 0..1, got {share!r}")
+    require(0 <= share <= 1, "share", "a share of requests in 0..1", share)
     return _Goodput(share, False, {"e2e": e2e_s, "ttft": ttft_s, "tpot": tpot_s}, prompt_class, min_requests)
 
 
@@ -45,4 +47,5 @@ def goodput_per_s_above(per_s: float, *, e2e_s: float | None = None, ttft_s: flo
                         tpot_s: float | None = None, prompt_class: str | None = None,
                         min_requests: int = MIN_REQUESTS) -> Bound:
     """Final requests per second of the window (or of the records' span) that succeeded within every objective."""
+    require(per_s >= 0, "per_s", "requests per second >= 0", per_s)
     return _Goodput(per_s, True, {"e2e": e2e_s, "ttft": ttft_s, "tpot": tpot_s}, prompt_class, min_requests)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from chaos.checks.base import MIN_REQUESTS, Bound, Window
+from chaos.checks.base import MIN_REQUESTS, Bound, Window, require
 from chaos.load.records import RequestRecord
 from chaos.load.stats import nearest_rank
 
@@ -13,10 +13,10 @@ METRICS = ("e2e", "ttft", "tpot")
 
 class _Percentile(Bound):
     def __init__(self, q: float, limit_s: float, metric: str, prompt_class: str | None, min_requests: int) -> None:
-        if metric not in METRICS:
-            raise ValueError(f"metric: expected one of {', '.join(METRICS)}, got {metric!r}")
-        if not 0 < q <= 100:
-            raise ValueError(f"q: expected a percentile in (0, 100], got {q!r}")
+        require(metric in METRICS, "metric", f"one of {', '.join(METRICS)}", metric)
+        require(0 < q <= 100, "q", "a percentile in (0, 100]", q)
+        require(limit_s > 0, "limit_s", "seconds > 0", limit_s)
+        require(min_requests >= 1, "min_requests", "at least 1", min_requests)
         self.q, self.limit, self.metric, self.prompt_class, self.min_requests = q, limit_s, metric, prompt_class, min_requests
         self.name = f"{metric} P{q:g}" + (f" ({prompt_class})" if prompt_class else "")
 
