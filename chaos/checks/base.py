@@ -131,6 +131,12 @@ class Hypothesis(Check):
         return " & ".join(c.describe() for c in self.checks) or "(none)"
 
 
+def _all_hold(readings: list[Reading]) -> bool | None:
+    """False if any reading failed, else None if any had too few requests, else True."""
+    oks = [r.ok for r in readings]
+    return False if False in oks else None if None in oks else True
+
+
 class AnyOf(Check):
     """At least one check must hold; one reading that shows them all."""
 
@@ -138,8 +144,10 @@ class AnyOf(Check):
         self.checks: list[Check] = [c for ch in checks for c in (ch.checks if isinstance(ch, AnyOf) else [ch])]
 
     def readings(self, records: Sequence[RequestRecord], window: Window = None) -> list[Reading]:
-        rs = [r for c in self.checks for r in c.readings(records, window)]
-        ok = True if any(r.ok for r in rs) else None if any(r.ok is None for r in rs) else False
+        alternatives = [c.readings(records, window) for c in self.checks]
+        held = [_all_hold(rs) for rs in alternatives]  # each alternative as a whole: (a & b) | c
+        ok = True if any(held) else None if any(h is None for h in held) else False
+        rs = [r for rs in alternatives for r in rs]
         return [Reading(self.describe(), " or ".join(r.expected for r in rs), None, ok, window,
                         max((r.requests for r in rs), default=0), "; ".join(f"{r.probe} {r.shown}" for r in rs))]
 

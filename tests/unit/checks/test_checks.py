@@ -95,6 +95,10 @@ def test_checks_combine_with_and_and_or() -> None:
     assert isinstance(either, AnyOf)
     assert [r.ok for r in either.readings(run(100), WINDOW)] == [True]
     assert [r.ok for r in (p99_below_s(0.01) | p50_below_s(0.01)).readings(run(100), WINDOW)] == [False]
+    # & binds first: (fails & holds) | fails does not hold, though one of its three readings does
+    tight = p99_below_s(0.01) & error_share_below(0.01) | p50_below_s(0.01)
+    assert [r.ok for r in tight.readings(run(100), WINDOW)] == [False]
+    assert [r.ok for r in (tight | error_share_below(0.5)).readings(run(100), WINDOW)] == [True]
 
 
 def test_a_live_check_asks_now() -> None:
