@@ -24,9 +24,11 @@ from chaos.errors import (
 
 if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integration/api/test_front_door.py holds it to FRONT
     from chaos import budgets as budgets
+    from chaos import checks as checks
     from chaos import faults as faults
     from chaos import plan as plan
     from chaos import signing as signing
+    from chaos.checks import evaluate as evaluate
     from chaos.env import (
         BreakerPolicy as BreakerPolicy,
     )
@@ -258,30 +260,6 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
     from chaos.verify.breaker_table import (
         write_table as write_breaker_table,
     )
-    from chaos.verify.checks import (
-        Check as Check,
-    )
-    from chaos.verify.checks import (
-        all_of as all_of,
-    )
-    from chaos.verify.checks import (
-        error_rate_below as error_rate_below,
-    )
-    from chaos.verify.checks import (
-        evaluate as evaluate,
-    )
-    from chaos.verify.checks import (
-        goodput_above as goodput_above,
-    )
-    from chaos.verify.checks import (
-        p50_below as p50_below,
-    )
-    from chaos.verify.checks import (
-        p99_below as p99_below,
-    )
-    from chaos.verify.checks import (
-        percentile_below as percentile_below,
-    )
     from chaos.verify.load import (
         burst_drift as burst_drift,
     )
@@ -360,8 +338,8 @@ __all__ = [  # the errors, then FRONT in its order (tests/integration/api/test_f
     "rank_kill", "rank_freeze", "rank_link_cut", "latency", "jitter", "bandwidth", "down", "timeout", "reset_peer",
     "slicer", "slow_close", "limit_data", "http_error", "oom_error", "hang", "slow_headers", "slow_first_token",
     "stream_stall", "stream_cut", "error_chunk", "malformed_chunk", "duplicate_chunk", "rewrite_model",
-    "header_fault", "misroute", "release_stage", "sim_fault", "engine_fault", "Check", "all_of", "evaluate",
-    "p50_below", "p99_below", "percentile_below", "error_rate_below", "goodput_above", "percentile", "Verdict",
+    "header_fault", "misroute", "release_stage", "sim_fault", "engine_fault", "checks", "evaluate", "percentile",
+    "Verdict",
     "Row", "accounting_verdict", "fault_allowance", "recovery_verdict", "served_by", "steady_seen",
     "check_restart_policy", "load_verdict", "burst_drift", "long_prompt_failures", "degraded_floor_verdict",
     "retry_verdict", "signing_verdict", "anomaly_verdict", "observed_anomaly", "check_backoff", "alert_verdict",

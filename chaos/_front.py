@@ -35,12 +35,8 @@ FRONT: dict[str, tuple[str, str | None]] = {
     "rewrite_model": (_H, "rewrite_model"), "header_fault": (_H, "header_fault"),
     "misroute": ("chaos.faults.gateway", "misroute"), "release_stage": ("chaos.faults.gateway", "release_stage"),
     "sim_fault": (_F, "sim_fault"), "engine_fault": ("chaos.faults.engine_plugin", "engine_fault"),
-    # the checks over a run's request records
-    "Check": ("chaos.verify.checks", "Check"), "all_of": ("chaos.verify.checks", "all_of"),
-    "evaluate": ("chaos.verify.checks", "evaluate"), "p50_below": ("chaos.verify.checks", "p50_below"),
-    "p99_below": ("chaos.verify.checks", "p99_below"), "percentile_below": ("chaos.verify.checks", "percentile_below"),
-    "error_rate_below": ("chaos.verify.checks", "error_rate_below"),
-    "goodput_above": ("chaos.verify.checks", "goodput_above"),
+    # the checks over a run's request records (the chaos.checks namespace) and the verdict they give
+    "checks": ("chaos.checks", None), "evaluate": ("chaos.checks", "evaluate"),
     "percentile": ("chaos.load.stats", "percentile"),
     # the verdicts: rows of check / limit / measured / ok, "not proven" where the harness could not tell
     "Verdict": (_V, "Verdict"), "Row": (_V, "Row"),

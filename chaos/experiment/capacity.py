@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos.experiment.hypothesis import MIN_REQUESTS, Hypothesis, error_rate_below, p99_below
+from chaos.checks import MIN_REQUESTS, Hypothesis, error_share_below, p99_below_s
 from chaos.experiment.runner import Experiment, ExperimentRun, Status, recovered
 from chaos.load.stats import summarize
 
@@ -59,7 +59,7 @@ def recovery_time(run: ExperimentRun) -> float | None:
     """Seconds from the revert to the first 'after' reading of the hypothesis that held."""
     if run.t_revert is None:
         return None
-    held = [r.window[1] for when, r in run.readings if when == "after" and r.ok]
+    held = [r.window[1] for when, r in run.readings if when == "after" and r.ok and r.window]
     return round(min(held) - run.t_revert, 3) if held and run.status is Status.PASSED else None
 
 
@@ -132,9 +132,9 @@ def recovered_hypothesis(slas: Any) -> Hypothesis:
     """What `steady_state_s` calls recovered: the error rate within the error budget and each prompt
     class's E2E P99 (a failure counted as a miss) within its SLA. A stack saturated by the offered load
     answers without errors but too late: that is not recovered either."""
-    h = Hypothesis([error_rate_below(slas.error_budget)])
+    h = Hypothesis([error_share_below(slas.error_budget)])
     for cls, sla in sorted(slas.latency.items()):
-        h = h & p99_below(sla.e2e_p99_s, cls=cls)
+        h = h & p99_below_s(sla.e2e_p99_s, prompt_class=cls)
     return h
 
 

@@ -2,7 +2,7 @@
 file:line and the field), turned into Experiments against an environment.
 
     name: basic game day
-    hypothesis: {error_rate_below: 0.02, p99_below_s: 5.0}     # the steady state, for every experiment
+    hypothesis: {error_share_below: 0.02, p99_below_s: 5.0}    # the steady state, for every experiment
     window_s: 10
     experiments:
       - name: canary answers 4 % 500s
@@ -26,10 +26,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from chaos.checks import Check, Hypothesis, error_share_below, goodput_share_above, p99_below_s
 from chaos.env import schema_errors
 from chaos.env.monitoring import AlertExpectation
 from chaos.errors import ConfigError
-from chaos.experiment.hypothesis import Hypothesis, error_rate_below, goodput_above, p99_below
 from chaos.experiment.runner import AbortLimits, Experiment, recovered
 from chaos.faults.params import as_value_error
 
@@ -39,25 +39,28 @@ class _Strict(BaseModel):
 
 
 class PlanHypothesis(_Strict):
-    """The steady state each experiment must show before its fault and again after it."""
+    """The steady state each experiment must show before its fault and again after it; each key is the
+    chaos.checks check of that name, a failure counting against every one of them."""
 
-    error_rate_below: float | None = Field(None, ge=0, le=1)
+    error_share_below: float | None = Field(None, ge=0, le=1, description="share of final requests that failed")
     p99_below_s: float | None = Field(None, gt=0, description="e2e P99, a failure counting as a miss")
-    ttft_p99_below_s: float | None = Field(None, gt=0)
-    goodput_above: float | None = Field(None, ge=0, le=1)
+    ttft_p99_below_s: float | None = Field(None, gt=0, description="TTFT P99, a failure counting as a miss")
+    goodput_share_above: float | None = Field(None, ge=0, le=1,
+                                              description="share of requests that succeeded within p99_below_s")
     min_requests: int = Field(5, ge=1)
 
     def build(self) -> Hypothesis:
-        probes = []
-        if self.error_rate_below is not None:
-            probes.append(error_rate_below(self.error_rate_below, min_requests=self.min_requests))
+        n = self.min_requests
+        checks: list[Check] = []
+        if self.error_share_below is not None:
+            checks.append(error_share_below(self.error_share_below, min_requests=n))
         if self.p99_below_s is not None:
-            probes.append(p99_below(self.p99_below_s, min_requests=self.min_requests))
+            checks.append(p99_below_s(self.p99_below_s, min_requests=n))
         if self.ttft_p99_below_s is not None:
-            probes.append(p99_below(self.ttft_p99_below_s, metric="ttft", min_requests=self.min_requests))
-        if self.goodput_above is not None:
-            probes.append(goodput_above(self.goodput_above, e2e_s=self.p99_below_s, min_requests=self.min_requests))
-        return Hypothesis(probes)
+            checks.append(p99_below_s(self.ttft_p99_below_s, metric="ttft", min_requests=n))
+        if self.goodput_share_above is not None:
+            checks.append(goodput_share_above(self.goodput_share_above, e2e_s=self.p99_below_s, min_requests=n))
+        return Hypothesis(checks)
 
 
 class PlanFault(BaseModel):
@@ -132,7 +135,7 @@ class Plan(_Strict):
 
     name: str = Field(..., min_length=1)
     description: str = ""
-    hypothesis: PlanHypothesis = PlanHypothesis(error_rate_below=0.05)
+    hypothesis: PlanHypothesis = PlanHypothesis(error_share_below=0.05)
     window_s: float = Field(10.0, gt=0)
     load: dict[str, Any] = Field(default_factory=dict)
     experiments: list[PlanExperiment] = Field(..., min_length=1)

@@ -1,6 +1,6 @@
 """One experiment, in the spirit of Chaos Toolkit's (hypothesis, method, rollbacks), with our faults:
 
-    Experiment("canary 500s", load=..., hypothesis=error_rate_below(0.01) & p99_below(2.0),
+    Experiment("canary 500s", load=..., hypothesis=error_share_below(0.01) & p99_below_s(2.0),
                fault=http_error(proxy, 500, fraction=0.04), hold_s=30, until=recovered(within=60),
                abort=AbortLimits(error_rate=0.3), verdicts=[...]).run(bus=bus)
 
@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from chaos.checks import Check as Probe
+from chaos.checks import Hypothesis, Reading, error_share_below
 from chaos.errors import FaultNotEffective
 from chaos.experiment import events as ev
-from chaos.experiment.hypothesis import Hypothesis, Probe, Reading, error_rate_below
 from chaos.experiment.method import Method, StopAsked
 from chaos.experiment.stop import EmergencyStop, StopSwitch
 from chaos.load.records import RequestRecord
@@ -161,7 +162,7 @@ class _Runner:
         if age > a.max_fault_duration_s:
             raise _Abort(f"the fault was in place {age:.1f} s, over safety.abort.max_fault_duration_s "
                          f"{a.max_fault_duration_s:g} s")
-        r = error_rate_below(a.error_rate, min_requests=a.min_requests).measure(records, (now - a.window_s, now))
+        r = error_share_below(a.error_rate, min_requests=a.min_requests).check(records, (now - a.window_s, now))[0]
         self.run_.readings.append(("guard", r))
         self.publish(ev.Measured, probe=r.probe, expected=r.expected, got=r.got, ok=r.ok, window=r.window, when="guard")
         if r.got is not None and not r.ok:

@@ -1,6 +1,7 @@
 """300 ms added on the link between the clients and the gateway: every request is still answered, and
 short prompts stay within their end-to-end SLA plus the delay (the link carries request and answer)."""
-from chaos import accounting_verdict, all_of, error_rate_below, evaluate, fault_proof, latency, p99_below
+from chaos import accounting_verdict, evaluate, fault_proof, latency
+from chaos.checks import error_share_below, p99_below_s
 
 
 def test_slow_client_link(stack, scenario):
@@ -16,6 +17,6 @@ def test_slow_client_link(stack, scenario):
     records = sc.stop_load()
     sc.judge("the delay was in place", [fault_proof(delay)])
     limit = env.slas.latency["short"].e2e_p99_s + 2 * 0.3
-    during = evaluate(all_of(error_rate_below(env.slas.error_budget), p99_below(limit, prompt_class="short")),
+    during = evaluate(error_share_below(env.slas.error_budget) & p99_below_s(limit, prompt_class="short"),
                       records, name="while the link was slow", window=sc.fault_window)
     sc.judge("the system behaved", [during, accounting_verdict(records, stack.server_log(records=records))])

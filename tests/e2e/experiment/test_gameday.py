@@ -61,7 +61,7 @@ def test_an_abort_reverts_at_once_and_the_next_experiment_never_starts(tmp_path)
     plan = tmp_path / "plan.yaml"
     plan.write_text("""\
 name: abort proof
-hypothesis: {error_rate_below: 0.05, min_requests: 5}
+hypothesis: {error_share_below: 0.05, min_requests: 5}
 window_s: 4
 experiments:
   - name: first holds
@@ -100,7 +100,7 @@ experiments:
 
 def _stopped_while_holding(tmp_path, how: str) -> tuple[dict, dict, float, str, int]:
     plan = tmp_path / "plan.yaml"
-    plan.write_text("name: stop proof\nhypothesis: {error_rate_below: 0.05}\nwindow_s: 4\nexperiments:\n"
+    plan.write_text("name: stop proof\nhypothesis: {error_share_below: 0.05}\nwindow_s: 4\nexperiments:\n"
                     "  - name: long jitter\n    fault: {kind: latency, proxy: client, latency: 400}\n    hold_s: 180\n")
     out = tmp_path / "out"
     p = _gameday(plan, out)

@@ -6,9 +6,9 @@ import struct
 
 import pytest
 
+from chaos.checks import Reading
 from chaos.env.model import SLAs
 from chaos.experiment.capacity import Search, plot, recovery_time, table_rows
-from chaos.experiment.hypothesis import Reading
 from chaos.experiment.runner import ExperimentRun, Status
 from chaos.load.records import RequestRecord
 

@@ -26,7 +26,9 @@ experiments:
     ("name: x\nexperiments: []\n", "plan.yaml:2: experiments: List should have at least 1 item"),
     ("name: x\nexperiments: [\n", "plan.yaml:3: YAML syntax error"),
     ("- just\n- a list\n", "plan.yaml: expected a mapping with 'name' and 'experiments', found list"),
-    (GOOD + "hypothesis: {error_rate_below: 2}\n", "plan.yaml:6: hypothesis.error_rate_below: Input should be less"),
+    (GOOD + "hypothesis: {error_share_below: 2}\n", "plan.yaml:6: hypothesis.error_share_below: Input should be less"),
+    (GOOD + "hypothesis: {goodput_share_above: 90}\n", "plan.yaml:6: hypothesis.goodput_share_above: Input should be less"),
+    (GOOD + "hypothesis: {error_rate_below: 0.05}\n", "plan.yaml:6: hypothesis.error_rate_below: unknown field"),
     (GOOD + "    release: {canary_weight: 0.1}\n", "plan.yaml:3: experiments[one]: give a fault or a release stage, not both"),
     (GOOD + "    gate: {min_pairs: 5}\n", "plan.yaml:3: experiments[one]: a gate judges a release stage: give `release` too"),
     (GOOD.replace("    fault: {kind: http-error, target: replica-c, status: 500, fraction: 0.02}",
@@ -63,7 +65,7 @@ def test_the_shipped_plans_load_and_name_what_their_environment_has(plan, env, m
     names = {t.name for t in e.targets} | {x.name for x in (e.toxiproxy.proxies if e.toxiproxy else [])}
     for x in p.experiments:
         assert x.fault is not None and (x.fault.target or x.fault.proxy) in names, (x.name, names)
-        assert (x.hypothesis or p.hypothesis).build().probes
+        assert (x.hypothesis or p.hypothesis).build().checks
 
 
 def test_the_gray_release_plan_gates_every_stage_and_admits_vip_nowhere():

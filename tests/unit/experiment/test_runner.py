@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from chaos.checks import error_share_below, p99_below_s
 from chaos.errors import FaultNotEffective
 from chaos.experiment import (
     AbortLimits,
@@ -14,8 +15,6 @@ from chaos.experiment import (
     Journal,
     Status,
     StopSwitch,
-    error_rate_below,
-    p99_below,
     recovered,
     request_stop,
 )
@@ -99,7 +98,7 @@ def test_a_passing_experiment_runs_its_phases_in_order_and_reverts(tmp_path):
     journal = Journal(tmp_path, title="unit game day")
     bus = EventBus()
     bus.subscribe(journal)
-    exp = Experiment("errors", fault=fault, hold_s=20, hypothesis=error_rate_below(0.05) & p99_below(1.0),
+    exp = Experiment("errors", fault=fault, hold_s=20, hypothesis=error_share_below(0.05) & p99_below_s(1.0),
                      until=recovered(within=30), abort=AbortLimits(error_rate=0.5))
     run, _ = _run(exp, clock, system, bus=bus)
     assert run.status is Status.PASSED and run.exit_code == 0, run.reason
@@ -121,7 +120,7 @@ def test_a_sick_system_is_refused_and_nothing_is_injected():
     clock = Clock()
     system = System(clock, healthy_error_rate=0.3)
     fault = Fault(system)
-    run, bus = _run(Experiment("refused", fault=fault, hypothesis=error_rate_below(0.05)), clock, system)
+    run, bus = _run(Experiment("refused", fault=fault, hypothesis=error_share_below(0.05)), clock, system)
     assert run.status is Status.REFUSED and run.exit_code == 4
     assert fault.log == [] and "expected <= 5.00%, got 30.00% over window 10.0 s" in run.reason
     assert not any(isinstance(e, ev.FaultInjected) for e in bus.events)
@@ -131,7 +130,7 @@ def test_the_abort_guard_reverts_at_once_and_ends_aborted():
     clock = Clock()
     system = System(clock)
     fault = Fault(system, broken=0.8)
-    exp = Experiment("too hot", fault=fault, hold_s=120, hypothesis=error_rate_below(0.05),
+    exp = Experiment("too hot", fault=fault, hold_s=120, hypothesis=error_share_below(0.05),
                      abort=AbortLimits(error_rate=0.5, window_s=5), until=recovered(within=30))
     run, bus = _run(exp, clock, system)
     assert run.status is Status.ABORTED and run.exit_code == 3
@@ -181,7 +180,7 @@ def test_a_system_that_does_not_recover_fails_the_hypothesis_after():
     clock = Clock()
     system = System(clock)
     fault = Fault(system, broken=0.2, heals=False)
-    exp = Experiment("stuck", fault=fault, hold_s=10, hypothesis=error_rate_below(0.05), until=recovered(within=20))
+    exp = Experiment("stuck", fault=fault, hold_s=10, hypothesis=error_share_below(0.05), until=recovered(within=20))
     run, _ = _run(exp, clock, system)
     assert run.status is Status.FAILED and run.exit_code == 1
     assert run.reason.startswith("not recovered within 20 s of the revert: error rate: expected <= 5.00%, got 20.00%")
@@ -245,7 +244,7 @@ def test_a_fault_that_lapsed_during_the_hold_is_an_error_not_a_pass():
     clock = Clock()
     system = System(clock)
     fault = Fault(system, broken=0.1, lapses=True)
-    run, bus = _run(Experiment("lapsed", fault=fault, hold_s=5, hypothesis=error_rate_below(0.5),
+    run, bus = _run(Experiment("lapsed", fault=fault, hold_s=5, hypothesis=error_share_below(0.5),
                                until=recovered(within=10)), clock, system)
     assert run.status is Status.ERROR and run.reason.startswith("fault not effective: ")
     assert fault.log == ["inject", "revert"]
