@@ -23,10 +23,7 @@ from chaos.errors import (
 )
 
 if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integration/api/test_front_door.py holds it to FRONT
-    from chaos import budgets as budgets
     from chaos import faults as faults
-    from chaos import plan as plan
-    from chaos import signing as signing
     from chaos.env import (
         BreakerPolicy as BreakerPolicy,
     )
@@ -57,6 +54,8 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
     from chaos.experiment import (
         recovered as recovered,
     )
+    from chaos.experiment import suite_budgets as budgets
+    from chaos.experiment import suite_plan as plan
     from chaos.experiment.budget import Budget as Budget
     from chaos.experiment.budget import PhaseBudget as PhaseBudget
     from chaos.experiment.release_stages import (
@@ -67,6 +66,24 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
     )
     from chaos.experiment.release_stages import (
         run_stages as run_stages,
+    )
+    from chaos.experiment.suite import (
+        client_commands as client_commands,
+    )
+    from chaos.experiment.suite import (
+        fault_happened as fault_happened,
+    )
+    from chaos.experiment.suite import (
+        fault_proof as fault_proof,
+    )
+    from chaos.experiment.suite import (
+        gateway_admin as gateway_admin,
+    )
+    from chaos.experiment.suite import (
+        judge as judge,
+    )
+    from chaos.experiment.suite import (
+        requires as requires,
     )
     from chaos.explore.schedule import load_schedule as load_schedule
     from chaos.explore.wiring import explorer_for as explorer_for
@@ -208,24 +225,7 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
     from chaos.scenario import Scenario as Scenario
     from chaos.scenarios.breaker import BreakerTier as BreakerTier
     from chaos.scenarios.recovery import RecoveryRun as RecoveryRun
-    from chaos.suite import (
-        client_commands as client_commands,
-    )
-    from chaos.suite import (
-        fault_happened as fault_happened,
-    )
-    from chaos.suite import (
-        fault_proof as fault_proof,
-    )
-    from chaos.suite import (
-        gateway_admin as gateway_admin,
-    )
-    from chaos.suite import (
-        judge as judge,
-    )
-    from chaos.suite import (
-        requires as requires,
-    )
+    from chaos.shared import signing
     from chaos.verify import gateway_state as gateway_state
     from chaos.verify.accounting import accounting_verdict as accounting_verdict
     from chaos.verify.accounting import fault_allowance as fault_allowance

@@ -60,10 +60,10 @@ FRONT: dict[str, tuple[str, str | None]] = {
     "alert_verdict": ("chaos.verify.alerts", "alert_verdict"), "AlertMonitor": ("chaos.observe.alert_watch", "AlertMonitor"),
     "answers_verdict": ("chaos.verify.answers", "answers_verdict"), "golden": ("chaos.verify.answers", "golden"),
     # writing a suite: preconditions, staged verdicts, the report's evidence, the target matrix
-    "requires": ("chaos.suite", "requires"), "judge": ("chaos.suite", "judge"),
-    "fault_happened": ("chaos.suite", "fault_happened"), "fault_proof": ("chaos.suite", "fault_proof"),
-    "gateway_admin": ("chaos.suite", "gateway_admin"),
-    "client_commands": ("chaos.suite", "client_commands"), "hurt_params": ("chaos.pytest_plugin", "hurt_params"),
+    "requires": ("chaos.experiment.suite", "requires"), "judge": ("chaos.experiment.suite", "judge"),
+    "fault_happened": ("chaos.experiment.suite", "fault_happened"), "fault_proof": ("chaos.experiment.suite", "fault_proof"),
+    "gateway_admin": ("chaos.experiment.suite", "gateway_admin"),
+    "client_commands": ("chaos.experiment.suite", "client_commands"), "hurt_params": ("chaos.pytest_plugin", "hurt_params"),
     "StackHandle": ("chaos.fixtures.stack", "StackHandle"),
     "SummaryCollector": ("chaos.report.summary", "SummaryCollector"),
     "add_recovery": ("chaos.report.summary", "add_recovery"), "add_breaker": ("chaos.report.summary", "add_breaker"),
@@ -109,10 +109,11 @@ FRONT: dict[str, tuple[str, str | None]] = {
     "run_stages": ("chaos.experiment.release_stages", "run_stages"),
     # namespaces: every fault, the preconditions `chaos env check` asks, the time budgets, the report's steps,
     # the load baselines, the gateway's state reading, the request signing scheme
-    "faults": ("chaos.faults", None), "plan": ("chaos.plan", None), "budgets": ("chaos.budgets", None),
+    "faults": ("chaos.faults", None), "plan": ("chaos.experiment.suite_plan", None),
+    "budgets": ("chaos.experiment.suite_budgets", None),
     "evidence": ("chaos.report.allure", None),
     "baseline": ("chaos.load.baseline", None), "gateway_state": ("chaos.verify.gateway_state", None),
-    "signing": ("chaos.signing", None),
+    "signing": ("chaos.shared.signing", None),
     # the types a suite annotates its helpers with (mypy --strict over the suites)
     "BreakerPolicy": ("chaos.env", "BreakerPolicy"), "SLAs": ("chaos.env", "SLAs"),
     "RequestRecord": ("chaos.load.records", "RequestRecord"), "BreakerSize": ("chaos.verify.breaker_sizes", "Size"),

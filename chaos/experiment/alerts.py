@@ -21,7 +21,7 @@ from chaos.experiment.runner import ExperimentRun
 def plan_alert_problems(plan: Plan, env: Any, path: Any) -> list[str]:
     """One line per alert the plan expects that none of the environment's rule files defines (and per
     rule file that cannot be read), naming the plan file, the experiment and the field."""
-    from chaos.probe_monitoring import rule_alerts
+    from chaos.env_check.monitoring import rule_alerts
 
     wanted = [(i, x) for i, x in enumerate(plan.experiments) if x.alerts is not None]
     if not wanted or env.monitoring is None:

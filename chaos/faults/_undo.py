@@ -8,10 +8,10 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from chaos import proc as _proc
 from chaos.errors import ChaosError
 from chaos.faults import tokens
-from chaos.toxiproxy import Toxiproxy, ToxiproxyError
+from chaos.shared import proc as _proc
+from chaos.shared.toxiproxy import Toxiproxy, ToxiproxyError
 
 TOXIC_PREFIX = "chaos-"
 

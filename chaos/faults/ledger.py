@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from chaos import proc as _proc
+from chaos.shared import proc as _proc
 
 LEDGER_FILE = "faults.jsonl"
 PIDFILE_DIR = "targets"

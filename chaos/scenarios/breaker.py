@@ -9,12 +9,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from chaos.experiment.suite import fault_proof, gateway_admin
 from chaos.faults import AllOf
 from chaos.observe.gateway import GatewayStateObserver
 from chaos.report import allure as rep
 from chaos.report.summary import add_breaker
 from chaos.report.timeline import plot_breaker
-from chaos.suite import fault_proof, gateway_admin
 from chaos.verify import gateway_state
 from chaos.verify.accounting import accounting_verdict
 from chaos.verify.anomaly import anomaly_verdict, observed_anomaly

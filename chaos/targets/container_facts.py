@@ -121,7 +121,7 @@ def _choose(name: str, file: str | None, container: str | None, default: str) ->
 def settings(cfg: Target, facts: ContainerFacts | None) -> list[Setting]:
     """The settings the harness takes from a target's file entry or its container: the file wins where
     it sets a value (an override), else the container's, else the default."""
-    from chaos import budgets
+    from chaos.experiment import suite_budgets as budgets
 
     given = cfg.file_fields
     timeout_file = f"{cfg.vllm.execute_model_timeout_s:g}" if cfg.vllm and cfg.vllm.execute_model_timeout_s else None
@@ -156,7 +156,7 @@ def facts_of(cfg: Target) -> ContainerFacts | None:
 
 def apply(cfg: Target, facts: ContainerFacts) -> None:
     """Remember what the container said, and take its restart policy and TP size where the file sets
-    none (the file overrides); the engine timeout is chaos.budgets.engine_timeout's to choose."""
+    none (the file overrides); the engine timeout is chaos.experiment.suite_budgets.engine_timeout's to choose."""
     cfg.remember_container(facts)
     given = cfg.file_fields
     if "restart_policy" not in given and facts.restart_policy in get_args(get_args(RestartPolicy)[0]):

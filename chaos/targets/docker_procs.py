@@ -96,7 +96,7 @@ def find(container: Any, pid: int, *, target: str | None = None) -> HostProc | N
 def _same_here(proc: HostProc) -> bool:
     """True when this process sees `proc` under the same pid (the harness shares the engine's PID
     namespace): not so for a harness in a container of its own talking to the host's engine."""
-    from chaos import proc as _proc
+    from chaos.shared import proc as _proc
 
     return _proc.cmdline(proc.pid).split() == proc.cmd.split() and _proc.alive(proc.pid)
 

@@ -143,8 +143,8 @@ def test_a_quiet_baseline_pages_nobody(page: GatewayPage, tmp_path: Path) -> Non
 
 def test_an_orphaned_prometheus_and_alertmanager_are_reaped_by_cleanup(page: GatewayPage, tmp_path: Path) -> None:
     """After a SIGKILLed run nothing stops them but `chaos cleanup`: their pidfiles name them."""
-    from chaos import proc as _proc
     from chaos.faults.ledger import _reap_pidfiles
+    from chaos.shared import proc as _proc
 
     _, mon, rx = started(environment(page, RULES, tmp_path))
     try:

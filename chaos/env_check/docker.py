@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chaos.env import Environment, Target
-from chaos.probe import Probe
+from chaos.env_check.http import Probe
 
 
 def _one_line(e: BaseException) -> str:

@@ -123,7 +123,7 @@ def common(env: Environment) -> list[PhaseBudget]:
 def _recovery(env: Environment) -> list[PhaseBudget]:
     s = env.slas
     phases = [p for p in common(env) if p.phase not in ("hold fault", "drain load")]
-    from chaos.hurt import HELD, chosen
+    from chaos.env.hurt import HELD, chosen
 
     held = [t for f in HELD for t in chosen(env, f)[0]]
     if held:  # the rank freeze and link cut hold until the engine died of its own timeout: the longest one's
