@@ -12,6 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 import chaos
 from chaos.env.model import Environment
 from chaos.errors import ConfigError
+from chaos.report.redaction import redact, register_secret
 
 # first match wins in Allure 3, every match counts in Allure 2: keep the rules disjoint.
 # Regexes must work in both Java (full match) and JavaScript (search), hence [\s\S]* and no inline flags.
@@ -122,8 +123,6 @@ def write_environment_properties(
     results_dir: str | Path, env: Environment, extra: Mapping[str, Any] | None = None
 ) -> Path:
     """Write environment.properties (Java properties format) for the report's Environment widget."""
-    from chaos.report.allure import redact, register_secret
-
     for secret in env_secrets(env):
         register_secret(secret)
     props = environment_properties(env, extra)

@@ -139,7 +139,7 @@ def undo_step(docker_host: str | None, container: str, pid: int, start: int | No
 def replay(step: dict[str, Any]) -> str:
     """Perform a docker_signal step: only to the same process (pid and start) still in that container."""
     import docker as sdk
-    from chaos.targets.docker import LABEL_RUN, client_for
+    from chaos.targets.docker_client import LABEL_RUN, client_for
 
     pid, sig, where = int(step["pid"]), _signal.Signals[step["signal"]], step["container"]
     client = client_for(step.get("docker_host"))

@@ -17,13 +17,13 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from chaos.env.monitoring import BREAKER_SCENARIOS
 from chaos.verify.power import ALPHA, calls_needed, wrong_outcome
 
 if TYPE_CHECKING:
     from chaos.env.model import BreakerPolicy
 
-NAMES = ("errors-below-degrade", "errors-degrade", "errors-rollback", "latency-below-degrade", "latency-degrade",
-         "oom-burst", "leak-trend")
+NAMES = BREAKER_SCENARIOS
 # a window may hold this much more than at injection while the OOMs are still in it (the rate wanders)
 RATE_DRIFT = 1.25
 
