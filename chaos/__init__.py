@@ -202,7 +202,6 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
     from chaos.load.stats import percentile as percentile
     from chaos.load.workloads import DEFAULT_CLASSES as DEFAULT_CLASSES
     from chaos.load.workloads import special_corpus as special_corpus
-    from chaos.observe.alert_watch import AlertMonitor as AlertMonitor
     from chaos.observe.gateway import GatewayStateObserver as GatewayStateObserver
     from chaos.observe.gateway import gateway_failures as gateway_failures
     from chaos.observe.metrics import MetricsScraper as MetricsScraper
@@ -229,6 +228,7 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
     from chaos.verify import gateway_state as gateway_state
     from chaos.verify.accounting import accounting_verdict as accounting_verdict
     from chaos.verify.accounting import fault_allowance as fault_allowance
+    from chaos.verify.alert_watch import AlertMonitor as AlertMonitor
     from chaos.verify.alerts import alert_verdict as alert_verdict
     from chaos.verify.anomaly import anomaly_verdict as anomaly_verdict
     from chaos.verify.anomaly import observed_anomaly as observed_anomaly

@@ -57,7 +57,7 @@ FRONT: dict[str, tuple[str, str | None]] = {
     "anomaly_verdict": ("chaos.verify.anomaly", "anomaly_verdict"),
     "observed_anomaly": ("chaos.verify.anomaly", "observed_anomaly"),
     "check_backoff": ("chaos.verify.backoff_run", "check_backoff"),
-    "alert_verdict": ("chaos.verify.alerts", "alert_verdict"), "AlertMonitor": ("chaos.observe.alert_watch", "AlertMonitor"),
+    "alert_verdict": ("chaos.verify.alerts", "alert_verdict"), "AlertMonitor": ("chaos.verify.alert_watch", "AlertMonitor"),
     "answers_verdict": ("chaos.verify.answers", "answers_verdict"), "golden": ("chaos.verify.answers", "golden"),
     # writing a suite: preconditions, staged verdicts, the report's evidence, the target matrix
     "requires": ("chaos.experiment.suite", "requires"), "judge": ("chaos.experiment.suite", "judge"),

@@ -1,5 +1,5 @@
 """A game day's monitoring stage: each experiment's alerts judged by the verdict the suites use
-(chaos.observe.alert_watch, chaos.verify.alerts), its rows in the journal beside the fault window.
+(chaos.verify.alert_watch, chaos.verify.alerts), its rows in the journal beside the fault window.
 
 An experiment whose plan lists `alerts` must see each fire within `fire_within_s` of the fault taking
 effect and clear within `clear_within_s` of its revert; an experiment without a fault is a no-fault

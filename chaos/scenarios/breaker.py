@@ -26,9 +26,9 @@ from chaos.verify.verdict import Verdict
 if TYPE_CHECKING:
     from chaos.faults import Fault
     from chaos.fixtures.stack import StackHandle
-    from chaos.observe.alert_watch import AlertMonitor
     from chaos.report.summary import SummaryCollector
     from chaos.scenario import Scenario
+    from chaos.verify.alert_watch import AlertMonitor
 
 
 def _skip(why: str) -> None:

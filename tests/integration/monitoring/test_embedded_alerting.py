@@ -14,10 +14,10 @@ import pytest
 
 from chaos.env import Environment
 from chaos.fixtures.monitoring import monitoring_missing
-from chaos.observe.alert_watch import AlertMonitor
 from chaos.observe.alerts import WebhookReceiver
 from chaos.pytest_plugin import require_component
 from chaos.stack.monitoring import EmbeddedMonitoring
+from chaos.verify.alert_watch import AlertMonitor
 from tests._support import rules_without
 
 RULES = Path(__file__).resolve().parents[3] / "examples" / "monitoring" / "rules" / "llm-serving.rules.yml"
