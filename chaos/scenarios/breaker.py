@@ -24,8 +24,8 @@ from chaos.verify.breaker_table import spec_vs_observed, write_table
 from chaos.verify.verdict import Verdict
 
 if TYPE_CHECKING:
+    from chaos.experiment.running_stack import RunningStack as StackHandle
     from chaos.faults import Fault
-    from chaos.fixtures.stack import StackHandle
     from chaos.report.summary import SummaryCollector
     from chaos.scenario import Scenario
     from chaos.verify.alert_watch import AlertMonitor

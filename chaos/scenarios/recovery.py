@@ -21,8 +21,8 @@ from chaos.verify.restart_policy import check_restart_policy
 from chaos.verify.verdict import Verdict
 
 if TYPE_CHECKING:
+    from chaos.experiment.running_stack import RunningStack as StackHandle
     from chaos.faults import Fault
-    from chaos.fixtures.stack import StackHandle
     from chaos.report.summary import SummaryCollector
     from chaos.scenario import Scenario
     from chaos.verify.alert_watch import AlertMonitor
