@@ -11,9 +11,9 @@ from tests._support import REPO
 
 STAND_INS = "chaos.stack"
 BRIDGE = "chaos.bridge"
-# What the harness and the stand-ins share: the one exception tree, the process helper, the signing scheme
-# (request signatures and admin tokens) and the Toxiproxy wire client.
-GROUND = ("chaos.errors", "chaos.shared.proc", "chaos.shared.signing", "chaos.tokens", "chaos.shared.toxiproxy")
+# What the harness and the stand-ins share: the one exception tree and chaos.shared (the process helper, the
+# signing scheme of request signatures and admin tokens, the Toxiproxy wire client).
+GROUND = ("chaos.errors", "chaos.shared", "chaos.tokens")
 FACES = ("chaos.commands", "chaos.cli", "chaos.pytest_plugin", "chaos.fixtures")
 
 
