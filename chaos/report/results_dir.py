@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import chaos
+from chaos import __version__
 from chaos.env.model import Environment
 from chaos.errors import ConfigError
 from chaos.report.redaction import redact, register_secret
@@ -93,7 +93,7 @@ def environment_properties(env: Environment, extra: Mapping[str, Any] | None = N
         "load": f"{ld.shape}, {ld.users} users, {ld.duration_s:g} s, mix {ld.mix}",
         "safety.protected": env.safety.protected,
         "client_commands": ", ".join(sorted(env.client_commands)) or "-",
-        "harness": f"llm-chaos {getattr(chaos, '__version__', '?')}",
+        "harness": f"llm-chaos {__version__}",
         "python": platform.python_version(),
     }
     for name, cls in sorted(s.latency.items()):

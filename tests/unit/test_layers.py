@@ -64,8 +64,8 @@ def _is_face(tree: ast.Module) -> bool:
     return True
 
 
-def graph(root: Path = REPO) -> tuple[list[Edge], dict[str, str]]:
-    """Every import between files of chaos/ (faces left out as targets), and each file's module name."""
+def graph(root: Path = REPO) -> tuple[list[Edge], dict[str, str], set[str]]:
+    """Every import between files of chaos/, each file's module name, and the package faces."""
     trees = {p.relative_to(root): ast.parse(p.read_text(encoding="utf-8"), str(p))
              for p in sorted((root / "chaos").rglob("*.py"))}
     file_of = {module_name(rel): str(rel) for rel in trees}
@@ -88,21 +88,26 @@ def graph(root: Path = REPO) -> tuple[list[Edge], dict[str, str]]:
                 if node.level:
                     up = package.split(".")[: len(package.split(".")) - node.level + 1]
                     base = ".".join([*up, *([base] if base else [])])
-                # `from a import b`: b is a module of a, or a name a defines
-                names = [f"{base}.{a.name}" if f"{base}.{a.name}" in file_of else base for a in node.names]
+                # `from a import b`: b is a module of a, or a name a defines; the package's own metadata
+                # (`from chaos import __version__`) is read from the root every import already ran
+                names = [f"{base}.{a.name}" if f"{base}.{a.name}" in file_of else base for a in node.names
+                         if not (a.name.startswith("__") and a.name.endswith("__"))]
             else:
                 continue
             for n in names:
                 target = resolve(n) if n == "chaos" or n.startswith("chaos.") else None
-                if target and target != str(rel) and target not in faces:
+                if target and target != str(rel):
                     edges.append((str(rel), node.lineno, target))
-    return sorted(set(edges)), {f: m for m, f in file_of.items()}
+    return sorted(set(edges)), {f: m for m, f in file_of.items()}, faces
 
 
-def cycles(edges: Iterable[Edge]) -> list[list[Edge]]:
-    """One circle of imports per strongly connected group of files (Tarjan), as the edges that close it."""
+def cycles(edges: Iterable[Edge], faces: set[str]) -> list[list[Edge]]:
+    """One circle of imports per strongly connected group of files (Tarjan), as the edges that close it. A face
+    only hands names on: an import of it leans on the modules it re-exports, whose own edges are counted."""
     out_of: dict[str, list[Edge]] = {}
     for e in edges:
+        if e[2] in faces:
+            continue
         out_of.setdefault(e[0], []).append(e)
         out_of.setdefault(e[2], [])
     index: dict[str, int] = {}
@@ -160,7 +165,7 @@ def _circle(start: str, group: set[str], out_of: dict[str, list[Edge]]) -> list[
 
 def upward(edges: Iterable[Edge], modules: dict[str, str], root: Path = REPO) -> tuple[list[str], list[str]]:
     """Imports from a lower layer to a higher one, as 'path:line: from -> to (layer -> layer)'; and the files
-    of chaos/ in no layer."""
+    of chaos/ in no layer. An import of a package's face is an import of that package's layer."""
     lines_of: dict[str, list[str]] = {}
     found, unplaced = [], sorted(f for f, m in modules.items() if layer_of(m) is None)
     for a, line, b in edges:
@@ -180,13 +185,14 @@ def _show(circle: list[Edge]) -> str:
 
 
 def test_no_file_imports_one_that_imports_it_back() -> None:
-    found = cycles(graph()[0])
+    edges, _, faces = graph()
+    found = cycles(edges, faces)
     assert found == [], f"{len(found)} import cycles (move the shared piece down, or into its owner):\n" + \
         "\n".join(f"cycle {i + 1}:\n{_show(c)}" for i, c in enumerate(found))
 
 
 def test_imports_run_down_the_layers() -> None:
-    edges, modules = graph()
+    edges, modules, _ = graph()
     found, unplaced = upward(edges, modules)
     assert unplaced == [], "files in no layer (add their package to LAYERS):\n" + "\n".join(unplaced)
     bare = [f for f in found if f.endswith("comment")]
@@ -210,6 +216,7 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
 def test_the_checks_find_what_they_forbid(tmp_path: Path) -> None:
     root = _tree(tmp_path, {
         "chaos/__init__.py": "from chaos.faults import x\n",
+        "chaos/errors.py": "from chaos import __version__\nfrom chaos.faults import Fault\nimport chaos\n",
         "chaos/faults/__init__.py": "from chaos.faults.base import Fault\n__all__ = ['Fault']\n",
         "chaos/faults/base.py": "from chaos.env import model\n",
         "chaos/faults/ledger.py": "from chaos import faults\nfrom chaos.faults import base\n",
@@ -220,13 +227,16 @@ def test_the_checks_find_what_they_forbid(tmp_path: Path) -> None:
         "chaos/load/c.py": "# upward: the reason\nfrom chaos.verify.a import v\nfrom chaos.env import X\n",
         "chaos/nowhere.py": "",
     })
-    edges, modules = graph(root)
-    assert [_show(c) for c in cycles(edges)] == [
+    edges, modules, faces = graph(root)
+    assert faces == {"chaos/__init__.py", "chaos/faults/__init__.py"}
+    assert [_show(c) for c in cycles(edges, faces)] == [
         "  chaos/env/model.py:2 imports chaos/faults/ledger.py\n  chaos/faults/ledger.py:2 imports chaos/faults/base.py\n"
         "  chaos/faults/base.py:1 imports chaos/env/model.py",
         "  chaos/report/b.py:1 imports chaos/verify/a.py\n  chaos/verify/a.py:1 imports chaos/report/b.py"]
     assert upward(edges, modules, root) == ([
         "chaos/env/model.py:2: chaos.env.model -> chaos.faults.ledger (ground -> instruments) WITHOUT a "
         "'# upward: why' comment",
+        "chaos/errors.py:2: chaos.errors -> chaos.faults (ground -> instruments) WITHOUT a '# upward: why' comment",
+        "chaos/errors.py:3: chaos.errors -> chaos (ground -> faces) WITHOUT a '# upward: why' comment",
         "chaos/load/c.py:2: chaos.load.c -> chaos.verify.a (instruments -> judges)"], ["chaos/nowhere.py"])
     assert ("chaos/load/c.py", 3, "chaos/env/__init__.py") in edges  # an __init__ with code of its own is a node
