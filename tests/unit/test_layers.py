@@ -3,7 +3,8 @@ faces), no file imports one that imports it back (directly or around a circle), 
 from a lower layer up to a higher one, each with its reason in a comment (`# upward: why`) on its line or the line
 above. Every import counts, those inside functions and TYPE_CHECKING blocks included: a cycle hidden in a function
 body is still a cycle. A package __init__ that only hands names on (imports, `__all__`, a lazy `__getattr__`) is the
-face of its package, not a node: importing `chaos.faults` leans on the modules it re-exports, which are counted."""
+face of its package: the cycle check passes through it (importing `chaos.faults` leans on the modules it re-exports,
+whose own imports are counted), the layer check places it in its package's layer."""
 from __future__ import annotations
 
 import ast
