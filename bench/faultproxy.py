@@ -50,7 +50,7 @@ import psutil
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from chaos import proc as _proc  # noqa: E402
+from chaos.shared import proc as _proc  # noqa: E402
 from chaos.stack.toxiproxy import ToxiproxyServer  # noqa: E402
 
 PY = sys.executable

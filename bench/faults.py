@@ -80,7 +80,8 @@ def bench_rank_freeze(policy: Policy, state: Path) -> tuple[list[float], list[fl
 
 def bench_container_restart(policy: Policy, state: Path) -> list[float]:
     try:
-        from chaos.targets.docker import DockerTarget, client_for
+        from chaos.targets.docker import DockerTarget
+        from chaos.targets.docker_client import client_for
 
         client_for(None).images.get("llm-chaos-base:bookworm")
     except Exception as e:

@@ -30,11 +30,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from chaos import proc as _proc  # noqa: E402
 from chaos.load.runner import run_load  # noqa: E402
 from chaos.load.stats import percentile  # noqa: E402
 from chaos.load.workloads import MixWorkload  # noqa: E402
 from chaos.observe.completion import completion_ok  # noqa: E402
+from chaos.shared import proc as _proc  # noqa: E402
 from tests._support import free_port  # noqa: E402
 
 VLLM = REPO / ".tools" / "vllm"

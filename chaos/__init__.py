@@ -23,11 +23,8 @@ from chaos.errors import (
 )
 
 if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integration/api/test_front_door.py holds it to FRONT
-    from chaos import budgets as budgets
     from chaos import checks as checks
     from chaos import faults as faults
-    from chaos import plan as plan
-    from chaos import signing as signing
     from chaos.checks import evaluate as evaluate
     from chaos.env import (
         BreakerPolicy as BreakerPolicy,
@@ -59,6 +56,8 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
     from chaos.experiment import (
         recovered as recovered,
     )
+    from chaos.experiment import suite_budgets as budgets
+    from chaos.experiment import suite_plan as plan
     from chaos.experiment.budget import Budget as Budget
     from chaos.experiment.budget import PhaseBudget as PhaseBudget
     from chaos.experiment.release_stages import (
@@ -69,6 +68,24 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
     )
     from chaos.experiment.release_stages import (
         run_stages as run_stages,
+    )
+    from chaos.experiment.suite import (
+        client_commands as client_commands,
+    )
+    from chaos.experiment.suite import (
+        fault_happened as fault_happened,
+    )
+    from chaos.experiment.suite import (
+        fault_proof as fault_proof,
+    )
+    from chaos.experiment.suite import (
+        gateway_admin as gateway_admin,
+    )
+    from chaos.experiment.suite import (
+        judge as judge,
+    )
+    from chaos.experiment.suite import (
+        requires as requires,
     )
     from chaos.explore.schedule import load_schedule as load_schedule
     from chaos.explore.wiring import explorer_for as explorer_for
@@ -187,7 +204,6 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
     from chaos.load.stats import percentile as percentile
     from chaos.load.workloads import DEFAULT_CLASSES as DEFAULT_CLASSES
     from chaos.load.workloads import special_corpus as special_corpus
-    from chaos.observe.alert_watch import AlertMonitor as AlertMonitor
     from chaos.observe.gateway import GatewayStateObserver as GatewayStateObserver
     from chaos.observe.gateway import gateway_failures as gateway_failures
     from chaos.observe.metrics import MetricsScraper as MetricsScraper
@@ -210,27 +226,11 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
     from chaos.scenario import Scenario as Scenario
     from chaos.scenarios.breaker import BreakerTier as BreakerTier
     from chaos.scenarios.recovery import RecoveryRun as RecoveryRun
-    from chaos.suite import (
-        client_commands as client_commands,
-    )
-    from chaos.suite import (
-        fault_happened as fault_happened,
-    )
-    from chaos.suite import (
-        fault_proof as fault_proof,
-    )
-    from chaos.suite import (
-        gateway_admin as gateway_admin,
-    )
-    from chaos.suite import (
-        judge as judge,
-    )
-    from chaos.suite import (
-        requires as requires,
-    )
+    from chaos.shared import signing
     from chaos.verify import gateway_state as gateway_state
     from chaos.verify.accounting import accounting_verdict as accounting_verdict
     from chaos.verify.accounting import fault_allowance as fault_allowance
+    from chaos.verify.alert_watch import AlertMonitor as AlertMonitor
     from chaos.verify.alerts import alert_verdict as alert_verdict
     from chaos.verify.anomaly import anomaly_verdict as anomaly_verdict
     from chaos.verify.anomaly import observed_anomaly as observed_anomaly

@@ -21,7 +21,7 @@ GPU_KEY = pytest.StashKey[str]()
 READ_KEY = pytest.StashKey[bool]()
 
 # the release checklist and --require-proven; the suite fixtures (stack, scenario, summary, extra_gateway)
-pytest_plugins = ["chaos.pytest_checklist", "chaos.fixtures.stack", "chaos.fixtures.scenario", "chaos.fixtures.report",
+pytest_plugins = ["chaos.fixtures.checklist", "chaos.fixtures.stack", "chaos.fixtures.scenario", "chaos.fixtures.report",
                   "chaos.fixtures.gateway", "chaos.fixtures.toxiproxy", "chaos.fixtures.monitoring"]
 
 MARKERS = {
@@ -92,8 +92,8 @@ def read_containers(config: pytest.Config) -> None:
 def hurt_params(config: pytest.Config, rows: Sequence[tuple[str | None, str]],
                 marks: dict[str, list[pytest.MarkDecorator]] | None = None) -> list[Any]:
     """pytest params (fault, load, target) for each (fault, load) row and each target its fault hurts
-    (chaos/hurt.py), the target in the id; a row no target fits is one param that skips saying why."""
-    from chaos import hurt
+    (chaos/env/hurt.py), the target in the id; a row no target fits is one param that skips saying why."""
+    from chaos.env import hurt
 
     env = get_env(config)
     read_containers(config)
@@ -131,13 +131,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[ENV_NAME_KEY] = env_name(config)
     if _explicit_env(config) or chosen_targets(config):
         env = get_env(config)  # fail fast on a bad --env (or --target) before collecting anything
-        from chaos.hurt import check_names
+        from chaos.env.hurt import check_names
 
         try:
             check_names(env, chosen_targets(config))
         except ChaosError as e:
             raise pytest.UsageError(str(e)) from None
-    from chaos import interrupt
+    from chaos.faults import interrupt
 
     config.stash[UNINSTALL_SIGNALS_KEY] = interrupt.install()  # SIGTERM/SIGHUP unwind like Ctrl-C
 
@@ -182,7 +182,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """A run of the suites opens with the plan `chaos env check` prints: what runs, skips, is refused."""
     if not any("suites" in item.path.parts for item in session.items):
         return
-    from chaos.plan import format_plan, plan
+    from chaos.experiment.suite_plan import format_plan, plan
 
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
     if tr is None:
@@ -196,11 +196,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def _suite_ceilings(config: pytest.Config, items: list[pytest.Item]) -> None:
     """pytest-timeout for each suite test (under suites/, or on the stack) from its environment
-    (chaos/budgets.py): above its scenario's budget, which names the phase that overran first. No
+    (chaos/experiment/suite_budgets.py): above its scenario's budget, which names the phase that overran first. No
     global ceiling (the ini's) cuts a suite; a --timeout given on the command line still does."""
     if not config.pluginmanager.hasplugin("timeout") or config.getoption("timeout", None) is not None:
         return
-    from chaos import budgets
+    from chaos.experiment import suite_budgets as budgets
 
     suite_items = [i for i in items if i.get_closest_marker("timeout") is None
                    and ("stack" in getattr(i, "fixturenames", ()) or budgets.suite_of(i.path.parts) is not None)]

@@ -29,8 +29,8 @@ def toxiproxy_binary() -> str | None:
 
 
 def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
-    """SIGTERM, then SIGKILL after `grace_s`: a test's server never outlives it (chaos.proc.terminate)."""
-    from chaos.proc import terminate
+    """SIGTERM, then SIGKILL after `grace_s`: a test's server never outlives it (chaos.shared.proc.terminate)."""
+    from chaos.shared.proc import terminate
 
     terminate(proc, grace_s)
 

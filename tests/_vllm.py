@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from chaos import proc as _proc
 from chaos.observe.completion import completion_ok
 from chaos.pytest_plugin import require_component
+from chaos.shared import proc as _proc
 from chaos.targets.process import lower_priority
 from tests._support import REPO, free_port
 

@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from chaos import proc as _proc
 from chaos.env import Environment
 from chaos.errors import ConfigError, StackError
+from chaos.shared import proc as _proc
 from chaos.stack import lab_hostfs as hostfs
 from chaos.stack.lab import GPU, HOSTS, Host, Lab
 

@@ -19,11 +19,11 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
-from chaos import proc as _proc
 from chaos.env import Environment
 from chaos.errors import StackError
 from chaos.faults.proxy_admin import token_ref
 from chaos.observe.completion import completion_ok, wait_completion
+from chaos.shared import proc as _proc
 from chaos.stack.faultproxy import FaultProxyServer
 from chaos.stack.monitoring import http_ok
 from chaos.stack.toxiproxy import ToxiproxyServer

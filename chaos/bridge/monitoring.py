@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from chaos.errors import StackError
-from chaos.observe.alert_watch import AlertMonitor
 from chaos.observe.alerts import WebhookReceiver
+from chaos.verify.alert_watch import AlertMonitor
 
 
 def monitoring_missing(env: Any) -> str | None:

@@ -23,7 +23,7 @@ def standby_replica(env: Environment, *, run_id: str, state_dir: str | Path, nam
     """(its config, its target, not yet started). The smallest base: a standby is extra memory on top
     of a running stack (a TP 2 vLLM replica takes about 7 GB here, a TP 1 one about 5 GB).
     `simulator` / `vllm` change fields of the base's backend options (e.g. max_num_seqs 1)."""
-    from chaos.plan import standby_bases
+    from chaos.experiment.suite_plan import standby_bases
     from chaos.targets import make_target
 
     bases = standby_bases(env)

@@ -34,8 +34,8 @@ def check(env: str = EnvOption,
     which value the run uses, then which suites will run, skip (and why) or be refused.
 
     With --probe, first check each part the file names is what the file says; exit 1 when any fails."""
-    from chaos.hurt import check_names
-    from chaos.plan import format_plan, plan
+    from chaos.env.hurt import check_names
+    from chaos.experiment.suite_plan import format_plan, plan
 
     e = load(env)
     check_names(e, target)
@@ -45,7 +45,7 @@ def check(env: str = EnvOption,
         typer.echo(f"note: {note}")
     failed = False
     if e.monitoring is not None:
-        from chaos.probe_monitoring import expectation_problems
+        from chaos.env_check.monitoring import expectation_problems
 
         for problem in expectation_problems(e.monitoring):  # alert names checked against the loaded rules
             typer.echo(f"FAIL  {e.source}: {problem}")
@@ -59,8 +59,8 @@ def check(env: str = EnvOption,
         for line in format_read(docker_targets, read_all(docker_targets, timeout=timeout)):
             typer.echo(f"  {line}")
     if probe:
-        from chaos.probe import format_probes
-        from chaos.probe import probe as run_probes
+        from chaos.env_check import format_probes
+        from chaos.env_check import probe as run_probes
 
         probes = run_probes(e, timeout=timeout)
         failed = failed or any(not p.ok for p in probes)

@@ -32,7 +32,7 @@ def settings_from(env: Environment | None, *, listen: str | None = None, stable:
                   canary: list[str] | None = None, admin_token: str | None = None, **overrides: Any) -> GatewaySettings:
     """GatewaySettings from an environment, flags overriding it (no env: BreakerPolicy defaults)."""
     from chaos.env.model import BreakerPolicy
-    from chaos.signing import key_from_env
+    from chaos.shared.signing import key_from_env
     from chaos.stack.gateway import GatewaySettings, parse_replica
 
     policy = env.breaker.model_copy() if env else BreakerPolicy()

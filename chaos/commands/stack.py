@@ -12,10 +12,10 @@ from pathlib import Path
 
 import typer
 
-from chaos import proc as _proc
 from chaos.commands.env import EnvOption, env_app
 from chaos.env import load
 from chaos.errors import StackError
+from chaos.shared import proc as _proc
 
 
 def _stack_file(env_name: str) -> Path:

@@ -14,7 +14,7 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 # reads a bare `no` as false, and `restart_policy: no` is what a Compose user writes
 RestartPolicy = Annotated[Literal["always", "on-failure", "no", "unless-stopped"],
                           BeforeValidator(lambda v: "no" if v is False else v)]
-# the recovery suite's faults, by the names its test ids carry (chaos/hurt.py chooses their targets)
+# the recovery suite's faults, by the names its test ids carry (chaos/env/hurt.py chooses their targets)
 RecoveryFault = Literal["gpu-driver-reset", "crash-sigkill", "engine-death-exit0", "nccl-rank-kill",
                         "nccl-rank-freeze", "nccl-rank-link-cut", "nccl-timeout-allreduce-hang"]
 # of those, the faults held until the engine dies of its own execute-model timeout (a frozen rank, a cut rank

@@ -6,9 +6,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from chaos.env.addresses import HttpUrl
 
-# the recovery suite's faults (chaos.env.model.RecoveryFault); the breaker's scenarios come from chaos.verify
+# the recovery suite's faults (chaos.env.model.RecoveryFault) and the breaker suite's scenarios (sized by
+# chaos.verify.breaker_sizes): the names an alert expectation may key on
 RECOVERY_FAULTS = ("gpu-driver-reset", "crash-sigkill", "engine-death-exit0", "nccl-rank-kill", "nccl-rank-freeze",
                    "nccl-rank-link-cut", "nccl-timeout-allreduce-hang")
+BREAKER_SCENARIOS = ("errors-below-degrade", "errors-degrade", "errors-rollback", "latency-below-degrade",
+                     "latency-degrade", "oom-burst", "leak-trend")
 
 
 class _Strict(BaseModel):
@@ -67,9 +70,7 @@ class Monitoring(_Strict):
             raise ValueError("an embedded prometheus needs 'rule_files' (the alerts it evaluates)")
         if self.alertmanager and self.alertmanager.embedded and not self.prometheus.embedded:
             raise ValueError("an embedded alertmanager needs an embedded prometheus (yours would not send to it)")
-        from chaos.verify.breaker_sizes import NAMES  # the breaker suite's scenario names
-
-        known = [*RECOVERY_FAULTS, *NAMES]
+        known = [*RECOVERY_FAULTS, *BREAKER_SCENARIOS]
         for key in self.expect:
             if key not in known:
                 raise ValueError(f"expect: {key!r} is no fault kind or scenario (expected one of {', '.join(known)})")

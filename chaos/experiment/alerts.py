@@ -1,5 +1,5 @@
 """A game day's monitoring stage: each experiment's alerts judged by the verdict the suites use
-(chaos.observe.alert_watch, chaos.verify.alerts), its rows in the journal beside the fault window.
+(chaos.verify.alert_watch, chaos.verify.alerts), its rows in the journal beside the fault window.
 
 An experiment whose plan lists `alerts` must see each fire within `fire_within_s` of the fault taking
 effect and clear within `clear_within_s` of its revert; an experiment without a fault is a no-fault
@@ -21,7 +21,7 @@ from chaos.experiment.runner import ExperimentRun
 def plan_alert_problems(plan: Plan, env: Any, path: Any) -> list[str]:
     """One line per alert the plan expects that none of the environment's rule files defines (and per
     rule file that cannot be read), naming the plan file, the experiment and the field."""
-    from chaos.probe_monitoring import rule_alerts
+    from chaos.env_check.monitoring import rule_alerts
 
     wanted = [(i, x) for i, x in enumerate(plan.experiments) if x.alerts is not None]
     if not wanted or env.monitoring is None:

@@ -140,7 +140,7 @@ class GameDay:
         Prometheus where the environment names one, else nothing to read (every row "not proven")."""
         if self.start_monitoring is not None:
             return self.start_monitoring(self.env)
-        from chaos.observe.alert_watch import AlertMonitor
+        from chaos.verify.alert_watch import AlertMonitor
 
         mon = self.env.monitoring
         if mon is not None and mon.prometheus.url:

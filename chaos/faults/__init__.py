@@ -6,7 +6,7 @@ from chaos.faults.ledger import Ledger, cleanup, install_signal_handlers
 from chaos.faults.nccl import rank_freeze, rank_kill, rank_link_cut
 from chaos.faults.network import bandwidth, down, jitter, latency, limit_data, reset_peer, slicer, slow_close, timeout
 from chaos.faults.sim_admin import sim_fault
-from chaos.toxiproxy import Toxiproxy
+from chaos.shared.toxiproxy import Toxiproxy
 
 __all__ = [
     "AllOf", "Fault", "Ledger", "Policy", "Scheduled", "Toxiproxy", "bandwidth", "cleanup", "configure",

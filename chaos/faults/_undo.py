@@ -4,14 +4,16 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import urllib.error
 import urllib.request
 from typing import Any
 
-from chaos import proc as _proc
-from chaos.errors import ChaosError
+from chaos.errors import ChaosError, FaultError
 from chaos.faults import tokens
-from chaos.toxiproxy import Toxiproxy, ToxiproxyError
+from chaos.shared import proc as _proc
+from chaos.shared.toxiproxy import Toxiproxy, ToxiproxyError
+from chaos_engine_plugin.control import remove_command
 
 TOXIC_PREFIX = "chaos-"
 
@@ -67,9 +69,7 @@ def run(step: dict[str, Any]) -> str:
 
         return replay_in_container(step)
     if kind == "engine_plugin":
-        from chaos.faults.engine_plugin import replay
-
-        return replay(step)
+        return _engine_plugin(step)
     if kind == "none":
         note: str = step.get("note", "nothing to undo")
         return note
@@ -89,7 +89,7 @@ def _signal(step: dict[str, Any]) -> str:
 
 def _docker(step: dict[str, Any]) -> str:
     import docker as sdk
-    from chaos.targets.docker import client_for
+    from chaos.targets.docker_client import client_for
 
     client = client_for(step.get("docker_host"))  # ssh:// goes through the system ssh client
     try:
@@ -109,7 +109,7 @@ def _docker(step: dict[str, Any]) -> str:
 
 def _container_signal(step: dict[str, Any]) -> str:
     import docker as sdk
-    from chaos.targets.docker import client_for
+    from chaos.targets.docker_client import client_for
     from chaos.targets.docker_exec import exec_collect
 
     pid, sig, where = int(step["pid"]), signal.Signals[step["signal"]], step["container"]
@@ -168,3 +168,32 @@ def sweep_toxics(env: Any) -> list[str]:
     except ToxiproxyError:
         pass  # toxiproxy not running: nothing can be left on it
     return out
+
+
+def _engine_plugin(step: dict[str, Any]) -> str:
+    """Perform an engine_plugin undo step (idempotent: a file already gone is success)."""
+    cmd = remove_command(step["dir"], step["id"])
+    if step.get("container"):
+        import docker as sdk
+        from chaos.targets.docker_client import client_for
+        from chaos.targets.docker_exec import exec_collect
+
+        client = client_for(step.get("docker_host"))
+        try:
+            try:
+                c = client.containers.get(step["container"])
+            except sdk.errors.NotFound:
+                return f"container {step['container']} gone; engine fault {step['id']} gone with it"
+            if c.status != "running":
+                return f"container {step['container']} is {c.status}; engine fault {step['id']} cannot act"
+            rc, out = exec_collect(client, c.id, cmd)
+            if rc != 0:
+                raise FaultError(f"`{' '.join(cmd)}` in container {step['container']} exited {rc}: {out.strip()[:200]}")
+        finally:
+            client.close()
+        return f"disarmed engine fault {step['id']} in container {step['container']}"
+    path = os.path.join(step["dir"], f"{step['id']}.json")
+    if not os.path.exists(path):
+        return f"engine fault {step['id']} of {step.get('target')} already disarmed"
+    subprocess.run(cmd, check=True, timeout=30)
+    return f"disarmed engine fault {step['id']} of {step.get('target')}"

@@ -5,10 +5,10 @@ import signal
 import time
 from typing import Any
 
-from chaos import proc as _proc
 from chaos.errors import FaultError, FaultNotEffective, TargetError
 from chaos.faults import _undo
 from chaos.faults.base import Fault
+from chaos.shared import proc as _proc
 from chaos.targets.base import Target
 
 

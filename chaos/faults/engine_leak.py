@@ -4,10 +4,11 @@ A gateway that judges a leak reads each replica's `process_resident_memory_bytes
 the API server's (the EngineCore and the ranks are other processes, which no gateway sees), so the leak
 goes into the API server (`process: api`). Its size per request comes from the replica's RSS and its
 request rate, both read from vLLM's own /metrics, so that the rise breaks the policy's leak rule
-(chaos.verify.breaker_sizes.leak_bytes_per_request) whatever the replica's size and traffic.
+(leak_bytes_per_request) whatever the replica's size and traffic.
 """
 from __future__ import annotations
 
+import math
 import re
 import time
 import urllib.request
@@ -16,7 +17,6 @@ from typing import TYPE_CHECKING
 from chaos.errors import FaultError
 from chaos.faults.engine_plugin import EngineFault, engine_fault
 from chaos.targets.base import Target
-from chaos.verify.breaker_sizes import leak_bytes_per_request
 
 if TYPE_CHECKING:
     from chaos.env.model import BreakerPolicy
@@ -24,6 +24,19 @@ if TYPE_CHECKING:
 LEAK_CAP = 256 << 20  # per request: more than this at once is an allocation failure, not a leak trend
 _RSS = re.compile(r"^process_resident_memory_bytes\s+([0-9.eE+-]+)", re.M)
 _DONE = re.compile(r"^vllm:request_success_total(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M)
+
+
+def leak_bytes_per_request(policy: BreakerPolicy, rss_bytes: float, calls_per_s: float, margin: float = 1.5,
+                           cap: int = LEAK_CAP) -> int:
+    """Bytes a leak must keep per request for a replica of `rss_bytes` serving `calls_per_s` to break the
+    leak rule within one leak_window_s, `margin` times over (at most `cap`).
+
+    The rule's growth is the rise over the window divided by the window's mean RSS: for a linear rise G
+    from R that is G / (R + G/2), so reaching leak_min_growth g needs G = g R / (1 - g/2)."""
+    g = policy.leak_min_growth
+    need = g / (1 - g / 2) if g < 2 else 4.0
+    calls = max(calls_per_s * policy.leak_window_s, 1.0)
+    return int(min(cap, math.ceil(margin * max(need, 0.01) * rss_bytes / calls)))
 
 
 def read_rss_and_served(url: str) -> tuple[float, float]:
@@ -55,4 +68,4 @@ def api_leak(target: Target, url: str, policy: BreakerPolicy, *, sample_s: float
     return fault
 
 
-__all__ = ["api_leak", "read_rss_and_served"]
+__all__ = ["api_leak", "leak_bytes_per_request", "read_rss_and_served"]

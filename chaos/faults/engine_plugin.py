@@ -45,38 +45,6 @@ def undo_step(target: Target, directory: str, fault_id: str) -> dict[str, Any]:
             "container": getattr(target, "container_name", None), "docker_host": getattr(target, "docker_host", None)}
 
 
-def replay(step: dict[str, Any]) -> str:
-    """Perform an engine_plugin undo step (idempotent: a file already gone is success)."""
-    import os
-    import subprocess
-
-    cmd = remove_command(step["dir"], step["id"])
-    if step.get("container"):
-        import docker as sdk
-        from chaos.targets.docker import client_for
-        from chaos.targets.docker_exec import exec_collect
-
-        client = client_for(step.get("docker_host"))
-        try:
-            try:
-                c = client.containers.get(step["container"])
-            except sdk.errors.NotFound:
-                return f"container {step['container']} gone; engine fault {step['id']} gone with it"
-            if c.status != "running":
-                return f"container {step['container']} is {c.status}; engine fault {step['id']} cannot act"
-            rc, out = exec_collect(client, c.id, cmd)
-            if rc != 0:
-                raise FaultError(f"`{' '.join(cmd)}` in container {step['container']} exited {rc}: {out.strip()[:200]}")
-        finally:
-            client.close()
-        return f"disarmed engine fault {step['id']} in container {step['container']}"
-    path = os.path.join(step["dir"], f"{step['id']}.json")
-    if not os.path.exists(path):
-        return f"engine fault {step['id']} of {step.get('target')} already disarmed"
-    subprocess.run(cmd, check=True, timeout=30)
-    return f"disarmed engine fault {step['id']} of {step.get('target')}"
-
-
 class EngineFault(_TargetFault):
     """One fault of the engine plugin (`kind`: chaos_engine_plugin.control.KINDS), armed on one replica."""
 
@@ -213,4 +181,4 @@ def engine_fault(target: Target, kind: str, **spec: Any) -> EngineFault:
     return EngineFault(target, kind, **spec)
 
 
-__all__ = ["EngineFault", "EngineStepDeath", "control_dir", "engine_fault", "engine_step_death", "replay", "undo_step"]
+__all__ = ["EngineFault", "EngineStepDeath", "control_dir", "engine_fault", "engine_step_death", "undo_step"]

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from chaos import proc as _proc
+from chaos.shared import proc as _proc
 
 LEDGER_FILE = "faults.jsonl"
 PIDFILE_DIR = "targets"
@@ -144,7 +144,7 @@ def _reap_containers(env: Any, state_dir: Path, *, force: bool) -> list[str]:
     if not hosts or (not force and _stack_owner_alive(state_dir)):
         return []
     from chaos.errors import TargetError
-    from chaos.targets.docker import LABEL_STATE, client_for
+    from chaos.targets.docker_client import LABEL_STATE, client_for
 
     out = []
     for host in sorted(hosts, key=str):

@@ -9,8 +9,8 @@ from chaos.errors import FaultError, FaultNotEffective, TargetError
 from chaos.faults import _undo
 from chaos.faults.base import Fault
 from chaos.faults.network import ToxicFault
+from chaos.shared.toxiproxy import Toxiproxy
 from chaos.targets.base import Target
-from chaos.toxiproxy import Toxiproxy
 
 
 class RankFreeze(Fault):

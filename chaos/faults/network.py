@@ -7,7 +7,7 @@ from chaos.errors import FaultError, FaultNotEffective
 from chaos.faults import _undo
 from chaos.faults.base import Fault
 from chaos.faults.probe import HTTP_PROBE, ProbeResult, probe
-from chaos.toxiproxy import Toxiproxy, ToxiproxyError
+from chaos.shared.toxiproxy import Toxiproxy, ToxiproxyError
 
 STREAMS = ("upstream", "downstream", "both")
 

@@ -92,7 +92,7 @@ def undo_step(via: DockerTarget, method: str, url: str, token: TokenRef) -> dict
 
 def replay(step: dict[str, Any]) -> str:
     """Perform a container_http undo step; a container gone or stopped has nothing left to undo."""
-    from chaos.targets.docker import client_for
+    from chaos.targets.docker_client import client_for
 
     where, what = step["container"], f"{step['method']} {step['url']}"
     client = client_for(step.get("docker_host"))

@@ -1,4 +1,4 @@
-"""Load: workloads, Locust users (in users.py/locustfile.py, imported only inside Locust processes),
+"""Load: workloads, Locust users (users.py, context.py, locustfile.py: imported only inside Locust processes),
 the headless/distributed runner and results computed from raw request records.
 
 Importing this package never imports Locust (which monkey-patches the process with gevent).

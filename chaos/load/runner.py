@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chaos import proc as _proc
 from chaos.errors import LoadError
 from chaos.load.config import ENV_CONFIG, LoadConfig
 from chaos.load.placement import RecordStream, free_port, job_line, worker_placement
 from chaos.load.records import RequestRecord
+from chaos.shared import proc as _proc
 
 if TYPE_CHECKING:
     from chaos.load.stats import LoadStats

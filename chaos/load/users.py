@@ -28,7 +28,7 @@ from chaos.load.sse import StreamMeter
 from chaos.load.workloads import Prompt, body_maker
 
 if TYPE_CHECKING:
-    from chaos.load.locustfile import Context
+    from chaos.load.context import Context
 
 _perf = time.perf_counter
 _wall = time.time
@@ -90,7 +90,7 @@ class LLMUser(FastHttpUser):
     abstract = True
     wait_time = constant(0)
     max_retries = 0
-    ctx: Context | None = None  # a chaos.load.locustfile.Context, set by the locustfile's init hook
+    ctx: Context | None = None  # a chaos.load.context.Context, set by the locustfile's init hook
 
     def on_start(self) -> None:
         c = self.ctx

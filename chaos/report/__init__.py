@@ -10,8 +10,8 @@ from typing import Any
 
 _EXPORTS = {
     "phase": "allure", "labels": "allure", "title": "allure", "attach_png": "allure", "attach_text": "allure",
-    "attach_table": "allure", "attach_json": "allure", "attach_log_tail": "allure", "register_secret": "allure",
-    "redact": "allure",
+    "attach_table": "allure", "attach_json": "allure", "attach_log_tail": "allure", "register_secret": "redaction",
+    "redact": "redaction",
     "write_environment_properties": "results_dir", "write_categories": "results_dir", "CATEGORIES": "results_dir",
     "plot_timeline": "timeline", "plot_breaker": "timeline",
     "Window": "series", "Marker": "series", "fault_windows": "series", "request_series": "series",

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -21,6 +20,7 @@ from allure_commons import plugin_manager
 from allure_commons.model2 import Parameter
 
 from chaos.observe.timeline import Event, Timeline
+from chaos.report.redaction import redact, register_secret
 from chaos.report.results_dir import env_secrets, write_categories, write_environment_properties
 from chaos.report.tables import Table
 
@@ -29,26 +29,6 @@ __all__ = [
     "close_step", "labels", "open_step", "phase", "redact", "register_secret", "tail", "title", "write_categories",
     "write_environment_properties",
 ]
-
-REDACTED = "***"
-_secrets: set[str] = set()
-_secrets_lock = threading.Lock()
-
-
-def register_secret(value: str | None) -> None:
-    """Never let `value` appear in an attachment (values shorter than 4 chars are ignored)."""
-    if value and len(value) >= 4:
-        with _secrets_lock:
-            _secrets.add(value)
-
-
-def redact(text: str) -> str:
-    """`text` with every registered secret replaced by ***."""
-    with _secrets_lock:
-        secrets = sorted(_secrets, key=len, reverse=True)
-    for s in secrets:
-        text = text.replace(s, REDACTED)
-    return text
 
 
 def iso(t: float) -> str:

@@ -7,7 +7,7 @@ leaves them not proven with its reason. A scenario may prove one `part` of an it
 degrade tier: no trip below the threshold, degrade above it): the item is proven when every part
 named by a collected scenario is proven by at least one of them, and failed when any scenario failed.
 An item no collected scenario covers is "not proven: no scenario ran it". Pure logic: the pytest
-plugin (chaos.pytest_checklist) feeds it test outcomes and the verdicts each test asserted.
+plugin (chaos.fixtures.checklist) feeds it test outcomes and the verdicts each test asserted.
 """
 from __future__ import annotations
 

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import chaos
+from chaos import __version__
 from chaos.env.model import Environment
 from chaos.errors import ConfigError
+from chaos.report.redaction import redact, register_secret
 
 # first match wins in Allure 3, every match counts in Allure 2: keep the rules disjoint.
 # Regexes must work in both Java (full match) and JavaScript (search), hence [\s\S]* and no inline flags.
@@ -92,7 +93,7 @@ def environment_properties(env: Environment, extra: Mapping[str, Any] | None = N
         "load": f"{ld.shape}, {ld.users} users, {ld.duration_s:g} s, mix {ld.mix}",
         "safety.protected": env.safety.protected,
         "client_commands": ", ".join(sorted(env.client_commands)) or "-",
-        "harness": f"llm-chaos {getattr(chaos, '__version__', '?')}",
+        "harness": f"llm-chaos {__version__}",
         "python": platform.python_version(),
     }
     for name, cls in sorted(s.latency.items()):
@@ -122,8 +123,6 @@ def write_environment_properties(
     results_dir: str | Path, env: Environment, extra: Mapping[str, Any] | None = None
 ) -> Path:
     """Write environment.properties (Java properties format) for the report's Environment widget."""
-    from chaos.report.allure import redact, register_secret
-
     for secret in env_secrets(env):
         register_secret(secret)
     props = environment_properties(env, extra)

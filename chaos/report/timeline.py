@@ -157,7 +157,7 @@ def plot_timeline(
 
 
 def _alert_bands(ax: Axes, timeline: Timeline, t0: float, t1: float) -> None:
-    """Each alert's firing stretch (chaos.observe.alert_watch) as a band along the top panel's foot."""
+    """Each alert's firing stretch (chaos.verify.alert_watch) as a band along the top panel's foot."""
     for j, e in enumerate(timeline.find_events("alert")):
         end = e.detail.get("end") or t1
         ax.axvspan(e.t - t0, float(end) - t0, ymin=0, ymax=0.06, color=_ALERT_COLOR, alpha=0.6, lw=0,

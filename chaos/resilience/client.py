@@ -27,7 +27,7 @@ from chaos.load.backoff import Backoff
 from chaos.load.records import RequestRecord
 from chaos.load.sse import STREAM_OPTIONS
 from chaos.resilience._attempt import Attempt, Endpoint, parse_retry_after, send_once
-from chaos.signing import key_from_env, sign
+from chaos.shared.signing import key_from_env, sign
 
 __all__ = ["ResilientClient", "Result", "parse_retry_after"]
 

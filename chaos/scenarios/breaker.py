@@ -9,12 +9,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from chaos.experiment.suite import fault_proof, gateway_admin
 from chaos.faults import AllOf
 from chaos.observe.gateway import GatewayStateObserver
 from chaos.report import allure as rep
 from chaos.report.summary import add_breaker
 from chaos.report.timeline import plot_breaker
-from chaos.suite import fault_proof, gateway_admin
 from chaos.verify import gateway_state
 from chaos.verify.accounting import accounting_verdict
 from chaos.verify.anomaly import anomaly_verdict, observed_anomaly
@@ -24,11 +24,11 @@ from chaos.verify.breaker_table import spec_vs_observed, write_table
 from chaos.verify.verdict import Verdict
 
 if TYPE_CHECKING:
+    from chaos.experiment.running_stack import RunningStack as StackHandle
     from chaos.faults import Fault
-    from chaos.fixtures.stack import StackHandle
-    from chaos.observe.alert_watch import AlertMonitor
     from chaos.report.summary import SummaryCollector
     from chaos.scenario import Scenario
+    from chaos.verify.alert_watch import AlertMonitor
 
 
 def _skip(why: str) -> None:

@@ -9,11 +9,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from chaos import budgets
+from chaos.experiment import suite_budgets as budgets
+from chaos.experiment.suite import fault_happened
 from chaos.report import allure as rep
 from chaos.report.summary import add_recovery
 from chaos.report.tables import latency_table
-from chaos.suite import fault_happened
 from chaos.verify.accounting import accounting_verdict, fault_allowance
 from chaos.verify.health_truth import TIMEOUT_BOUND
 from chaos.verify.recovery import recovery_verdict, served_by, steady_seen
@@ -21,11 +21,11 @@ from chaos.verify.restart_policy import check_restart_policy
 from chaos.verify.verdict import Verdict
 
 if TYPE_CHECKING:
+    from chaos.experiment.running_stack import RunningStack as StackHandle
     from chaos.faults import Fault
-    from chaos.fixtures.stack import StackHandle
-    from chaos.observe.alert_watch import AlertMonitor
     from chaos.report.summary import SummaryCollector
     from chaos.scenario import Scenario
+    from chaos.verify.alert_watch import AlertMonitor
 
 
 class RecoveryRun:

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from chaos import proc as _proc
 from chaos.errors import StackError
+from chaos.shared import proc as _proc
 from chaos.stack import lab_hostfs as hostfs
 
 PREFIX = "10.231"

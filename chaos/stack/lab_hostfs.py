@@ -24,12 +24,20 @@ import os
 import shlex
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from chaos.errors import StackError
 
-if TYPE_CHECKING:
-    from chaos.stack.lab import Host
+
+class Host(Protocol):
+    """What a host's filesystem needs of a lab host (chaos.stack.lab.Host): its name and its network namespace."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def netns(self) -> str: ...
+
 
 NS_DIR = Path("/run/chaos-lab/ns")
 LOG_DIR = "/var/log/chaos-lab"  # on each host: what the lab's services print

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from chaos import proc as _proc
 from chaos.errors import StackError
-from chaos.proc import find_program, free_port
+from chaos.shared import proc as _proc
+from chaos.shared.proc import find_program, free_port
 
 BINARIES = {"prometheus": ("CHAOS_PROMETHEUS_BIN", "prometheus"),
             "alertmanager": ("CHAOS_ALERTMANAGER_BIN", "prometheus-alertmanager")}

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import urlparse
 
-from chaos import proc as _proc
 from chaos.errors import StackError
-from chaos.toxiproxy import Toxiproxy, ToxiproxyError
+from chaos.shared import proc as _proc
+from chaos.shared.toxiproxy import Toxiproxy, ToxiproxyError
 
 REPO = Path(__file__).resolve().parents[2]
 

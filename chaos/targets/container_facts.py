@@ -15,6 +15,7 @@ from typing import Any, get_args
 from chaos.env.model import RestartPolicy, Target
 
 EXECUTE_TIMEOUT_VAR = "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"  # a frozen TP rank kills the engine after this
+EXECUTE_TIMEOUT_DEFAULT_S = 300.0  # vLLM's default for it
 # shown besides the VLLM_* ones: which GPUs the processes inside see
 GPU_VARS = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 _SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.I)
@@ -121,15 +122,13 @@ def _choose(name: str, file: str | None, container: str | None, default: str) ->
 def settings(cfg: Target, facts: ContainerFacts | None) -> list[Setting]:
     """The settings the harness takes from a target's file entry or its container: the file wins where
     it sets a value (an override), else the container's, else the default."""
-    from chaos import budgets
-
     given = cfg.file_fields
     timeout_file = f"{cfg.vllm.execute_model_timeout_s:g}" if cfg.vllm and cfg.vllm.execute_model_timeout_s else None
     timeout_ct = facts.execute_model_timeout_s if facts else None
     policy_ct = (facts.restart_policy + (f":{facts.max_retries}" if facts.max_retries else "")) if facts else None
     out = [
         _choose(f"engine timeout ({EXECUTE_TIMEOUT_VAR})", timeout_file,
-                f"{timeout_ct:g}" if timeout_ct is not None else None, f"{budgets.VLLM_EXECUTE_MODEL_TIMEOUT_S:g}"),
+                f"{timeout_ct:g}" if timeout_ct is not None else None, f"{EXECUTE_TIMEOUT_DEFAULT_S:g}"),
         _choose("restart policy", cfg.restart_policy if "restart_policy" in given else None, policy_ct,
                 cfg.restart_policy),
         _choose("tensor-parallel size", str(cfg.tp_size) if "tp_size" in given else None,
@@ -156,7 +155,7 @@ def facts_of(cfg: Target) -> ContainerFacts | None:
 
 def apply(cfg: Target, facts: ContainerFacts) -> None:
     """Remember what the container said, and take its restart policy and TP size where the file sets
-    none (the file overrides); the engine timeout is chaos.budgets.engine_timeout's to choose."""
+    none (the file overrides); the engine timeout is chaos.experiment.suite_budgets.engine_timeout's to choose."""
     cfg.remember_container(facts)
     given = cfg.file_fields
     if "restart_policy" not in given and facts.restart_policy in get_args(get_args(RestartPolicy)[0]):
@@ -176,7 +175,7 @@ def read_all(targets: list[Target], timeout: float = 5.0,
     """Each docker target's container, read once per engine: its facts, or why it could not be read
     (then the file's values are used). A target read is also remembered on its config (facts_of)."""
     if client is None:
-        from chaos.targets.docker import client_for
+        from chaos.targets.docker_client import client_for
 
         client = client_for
     engines: dict[str | None, Any] = {}

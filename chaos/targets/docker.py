@@ -16,31 +16,7 @@ from typing import Any
 from chaos.errors import TargetError
 from chaos.targets import docker_procs, titles
 from chaos.targets.base import http_health, wait_until
-
-LABEL_RUN, LABEL_TARGET, LABEL_STATE = "llm-chaos.run-id", "llm-chaos.target", "llm-chaos.state-dir"
-
-
-def client_for(docker_host: str | None = None) -> Any:
-    """A docker SDK client: the explicit host, else DOCKER_HOST/the local socket (TargetError if down).
-
-    An ssh:// host goes through the system ssh client (chaos.targets.ssh_docker), not paramiko."""
-    import docker
-
-    host = docker_host or os.environ.get("DOCKER_HOST") or None
-    try:
-        if host and host.startswith("ssh://"):
-            from chaos.targets import ssh_docker
-
-            c = docker.DockerClient(base_url=ssh_docker.local_url(host), timeout=60)
-        else:
-            c = docker.DockerClient(base_url=host, timeout=60) if host else docker.from_env(timeout=60)
-        c.ping()
-        return c
-    except TargetError:
-        raise
-    except Exception as e:
-        why = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise TargetError(f"docker engine {host or 'local'} not reachable: {why}") from None
+from chaos.targets.docker_client import LABEL_RUN, LABEL_STATE, LABEL_TARGET, client_for
 
 
 class DockerTarget:

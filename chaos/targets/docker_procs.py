@@ -96,7 +96,7 @@ def find(container: Any, pid: int, *, target: str | None = None) -> HostProc | N
 def _same_here(proc: HostProc) -> bool:
     """True when this process sees `proc` under the same pid (the harness shares the engine's PID
     namespace): not so for a harness in a container of its own talking to the host's engine."""
-    from chaos import proc as _proc
+    from chaos.shared import proc as _proc
 
     return _proc.cmdline(proc.pid).split() == proc.cmd.split() and _proc.alive(proc.pid)
 
@@ -139,7 +139,7 @@ def undo_step(docker_host: str | None, container: str, pid: int, start: int | No
 def replay(step: dict[str, Any]) -> str:
     """Perform a docker_signal step: only to the same process (pid and start) still in that container."""
     import docker as sdk
-    from chaos.targets.docker import LABEL_RUN, client_for
+    from chaos.targets.docker_client import LABEL_RUN, client_for
 
     pid, sig, where = int(step["pid"]), _signal.Signals[step["signal"]], step["container"]
     client = client_for(step.get("docker_host"))

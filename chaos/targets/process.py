@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from chaos import proc as _proc
 from chaos.errors import TargetError
+from chaos.shared import proc as _proc
 from chaos.targets import titles
 from chaos.targets.base import http_health, wait_until
 

@@ -69,7 +69,7 @@ class NoiseProbe:
         if self._stop.is_set():
             return
         self._stop.set()
-        from chaos.proc import kill_group_now  # here, not at the top: a copy run as a script imports only the stdlib
+        from chaos.shared.proc import kill_group_now  # here, not at the top: a copy run as a script imports only the stdlib
 
         for p in self._procs:
             kill_group_now(p.pid)  # the session start() created for this copy only

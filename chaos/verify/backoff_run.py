@@ -19,7 +19,7 @@ from typing import Any
 
 from chaos.env.model import RetryPolicy
 from chaos.errors import ConfigError
-from chaos.proc import kill_group_now
+from chaos.shared.proc import kill_group_now
 from chaos.verify import backoff_noise as noise
 from chaos.verify.backoff import ClientRun, judge
 from chaos.verify.recorder import RETRYABLE_FAILURES, Arrival, Recorder

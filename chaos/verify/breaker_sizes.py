@@ -17,13 +17,13 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from chaos.env.monitoring import BREAKER_SCENARIOS
 from chaos.verify.power import ALPHA, calls_needed, wrong_outcome
 
 if TYPE_CHECKING:
     from chaos.env.model import BreakerPolicy
 
-NAMES = ("errors-below-degrade", "errors-degrade", "errors-rollback", "latency-below-degrade", "latency-degrade",
-         "oom-burst", "leak-trend")
+NAMES = BREAKER_SCENARIOS
 # a window may hold this much more than at injection while the OOMs are still in it (the rate wanders)
 RATE_DRIFT = 1.25
 
@@ -143,16 +143,3 @@ def why_not(policy: BreakerPolicy, size: Size, calls: int, spread: str = "even",
             f"{'more than 100000' if needed is None else needed} to tell {size.label()} ({spread} spread) apart from "
             f"the {policy.degrade_error_rate:.2%} / {policy.rollback_error_rate:.2%} thresholds "
             f"(false-alarm rate {alpha:.0%}; the policy's min_calls {policy.min_calls})")
-
-
-def leak_bytes_per_request(policy: BreakerPolicy, rss_bytes: float, calls_per_s: float, margin: float = 1.5,
-                           cap: int = 256 << 20) -> int:
-    """Bytes a leak must keep per request for a replica of `rss_bytes` serving `calls_per_s` to break the
-    leak rule within one leak_window_s, `margin` times over (at most `cap`).
-
-    The rule's growth is the rise over the window divided by the window's mean RSS: for a linear rise G
-    from R that is G / (R + G/2), so reaching leak_min_growth g needs G = g R / (1 - g/2)."""
-    g = policy.leak_min_growth
-    need = g / (1 - g / 2) if g < 2 else 4.0
-    calls = max(calls_per_s * policy.leak_window_s, 1.0)
-    return int(min(cap, math.ceil(margin * max(need, 0.01) * rss_bytes / calls)))

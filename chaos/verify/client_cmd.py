@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chaos.proc import kill_group_now
+from chaos.shared.proc import kill_group_now
 
 STREAM_ENV = "CHAOS_STREAM"  # set to 1 for a client command: stream, print the text shown, exit 0 iff whole
 HEADROOM = 2.0  # the steady run is one sample on a machine whose load moves: the limit allows twice it

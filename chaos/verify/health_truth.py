@@ -192,7 +192,7 @@ def _pairs(timeline: Timeline) -> list[tuple[str, str, str]]:
 
 def known_lie(fault: str, engine_timeout: tuple[float, str] | None = None) -> str:
     """The row's note on a known lie: what vLLM does, and for a lie the execute-model timeout bounds, that
-    knob with the value this target runs (`engine_timeout`: chaos.budgets.engine_timeout's figure and why)."""
+    knob with the value this target runs (`engine_timeout`: chaos.experiment.suite_budgets.engine_timeout's figure and why)."""
     text = f"a known lie ({KNOWN_LIES[fault]}; {KNOWN_LIES_DOC})"
     if fault in TIMEOUT_BOUND:
         where = f"; here {engine_timeout[1]}" if engine_timeout else ""

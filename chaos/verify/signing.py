@@ -2,7 +2,7 @@
 replayed requests to the environment's own API must be refused (401 or 403), and a correctly signed one
 served. Every case carries the same API key and the same body shape, so a refusal can only be the
 signature's; the signed request is the control: if it is refused too, the refusals prove nothing and the
-verdict fails on it. The scheme is chaos.signing's (X-Chaos-Timestamp, -Nonce, -Signature)."""
+verdict fails on it. The scheme is chaos.shared.signing's (X-Chaos-Timestamp, -Nonce, -Signature)."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,7 @@ import urllib.request
 from collections.abc import Callable
 from urllib.parse import urlparse
 
-from chaos import signing
+from chaos.shared import signing
 from chaos.verify.verdict import Verdict
 
 CHAT = "/v1/chat/completions"

@@ -7,7 +7,7 @@ healthy while completions failed (a killed TP worker is one of vLLM's known lies
 
 Matrix: targets x faults x load profiles, each with a no-fault baseline under the same load. The
 targets are the ones the environment marks for each fault (a stable target, or `hurt:`), or those
-`--target` names; the NCCL faults keep those with TP > 1 (chaos/hurt.py). Each test id names its
+`--target` names; the NCCL faults keep those with TP > 1 (chaos/env/hurt.py). Each test id names its
 target, as the plan does. Every verdict has two stages: the fault really happened, then the system
 behaved; and where the environment has a `monitoring:` section, the team's own alerts saw it (each
 expected alert fired, paged and cleared in time; the baseline paged nobody).
@@ -55,16 +55,16 @@ def make_fault(kind: str, stack: StackHandle, name: str) -> Fault:
         # simulator: its admin fault; real vLLM: the engine plugin's step exception (a CUDA error) where the
         # target enables it, else SIGKILL of VLLM::EngineCore
         return stack.engine_death(name)
-    if kind == "nccl-rank-freeze":  # the target was chosen with TP > 1 (chaos/hurt.py)
+    if kind == "nccl-rank-freeze":  # the target was chosen with TP > 1 (chaos/env/hurt.py)
         return faults.rank_freeze(t, rank=1)
     if kind == "nccl-rank-kill":  # ... and so is this one: SIGKILL of TP rank 1 (a GPU fallen off the bus)
         return faults.rank_kill(t, rank=1)
-    if kind == "nccl-timeout-allreduce-hang":  # real vLLM with the engine plugin, TP > 1 (chaos/hurt.py)
+    if kind == "nccl-timeout-allreduce-hang":  # real vLLM with the engine plugin, TP > 1 (chaos/env/hurt.py)
         fault = stack.engine_plugin_fault(name, "allreduce-hang")
-        assert fault is not None, "chaos/hurt.py picks an all-reduce hang only where the engine plugin is on"
+        assert fault is not None, "chaos/env/hurt.py picks an all-reduce hang only where the engine plugin is on"
         return fault
     if kind == "nccl-rank-link-cut":  # ... and a rank link through Toxiproxy
-        assert stack.toxiproxy is not None, "chaos/hurt.py picks a link cut only where Toxiproxy carries the rank link"
+        assert stack.toxiproxy is not None, "chaos/env/hurt.py picks a link cut only where Toxiproxy carries the rank link"
         return faults.rank_link_cut(stack.toxiproxy, cfg.rank_proxies[0])
     raise ValueError(kind)
 

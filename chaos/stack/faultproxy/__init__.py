@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from chaos import proc as _proc
 from chaos.errors import StackError
+from chaos.shared import proc as _proc
 
 SRC = Path(__file__).resolve().parent
 REPO = SRC.parents[2]

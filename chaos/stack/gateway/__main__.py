@@ -9,7 +9,7 @@ import sys
 from dataclasses import replace
 
 from chaos.errors import ChaosError, ConfigError
-from chaos.signing import key_from_env
+from chaos.shared.signing import key_from_env
 from chaos.stack.gateway.app import GatewaySettings, run
 from chaos.stack.gateway.proxy import parse_replica
 from chaos.stack.gateway.rules import DefaultRules

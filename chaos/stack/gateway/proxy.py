@@ -25,7 +25,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from chaos.errors import ConfigError
-from chaos.signing import NonceCache, SignatureError, verify
+from chaos.shared.signing import NonceCache, SignatureError, verify
 from chaos.stack.gateway.ejection import Ejection
 from chaos.stack.gateway.normalize import normalize_body
 from chaos.stack.gateway.policy import CANARY, POOLS, STABLE, GatewayPolicy, is_oom

@@ -6,7 +6,7 @@ import json
 import os
 import random
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
@@ -28,7 +28,29 @@ def _hex_id() -> str:
 
 
 if TYPE_CHECKING:
-    from chaos.stack.sim.server import SimServer
+    from chaos.stack.sim.config import SimConfig
+    from chaos.stack.sim.engine import Engine
+    from chaos.stack.sim.reqlog import RequestLog
+
+
+class Served(Protocol):
+    """What the handlers use of the replica they answer for (chaos.stack.sim.server.SimServer)."""
+
+    cfg: SimConfig
+    engine: Engine
+    faults: F.FaultSet
+    reqlog: RequestLog
+
+    def apply_fault(self, mode: str, params: dict[str, Any]) -> None: ...
+
+    def revert_fault(self, mode: str) -> None: ...
+
+    def leak(self, nbytes: int) -> None: ...
+
+    def render_metrics(self) -> bytes: ...
+
+    def stats(self) -> dict[str, Any]: ...
+
 
 _JSON = "application/json"
 _SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8"}
@@ -47,7 +69,7 @@ def _err(status: int, message: str, param: str | None = None) -> web.Response:
 class Api:
     """Request handlers bound to one SimServer."""
 
-    def __init__(self, srv: SimServer) -> None:
+    def __init__(self, srv: Served) -> None:
         self.srv = srv
         self.cfg = srv.cfg
         self.names = (srv.cfg.name,)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from chaos import proc as _proc
 from chaos.faults.ledger import Ledger, cleanup
 from chaos.faults.proxy_admin import FaultProxyAdmin
+from chaos.shared import proc as _proc
 from tests._support import REPO, free_port
 
 HARNESS = str(Path(__file__).with_name("proof_harness.py"))

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from chaos.env import load, parse
-from chaos.plan import AT_RUN_TIME, REFUSED, RUN, SKIP, client_proxy, plan
-from chaos.probe import probe
+from chaos.env_check import probe
+from chaos.experiment.suite_plan import AT_RUN_TIME, REFUSED, RUN, SKIP, client_proxy, plan
 from tests._support import free_port
 from tests.integration.cli.test_cli import chaos
 from tests.integration.faults.conftest import toxiproxy_server  # noqa: F401  (the real server; skips without it)

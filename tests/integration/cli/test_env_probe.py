@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from chaos.env import parse
-from chaos.probe import probe
+from chaos.env_check import probe
 from tests._support import free_port, require
 from tests.integration.cli.test_cli import chaos
 from tests.integration.faults.conftest import toxiproxy_server  # noqa: F401  (the real server; skips without it)

@@ -3,7 +3,7 @@ must list every GPU its targets name, by index or UUID; a GPU it does not list f
 from __future__ import annotations
 
 from chaos.env import parse
-from chaos.probe_gpu import check_gpu_telemetry
+from chaos.env_check.gpu import check_gpu_telemetry
 from tests.integration.observe._dcgm import UUID1, exporter  # noqa: F401  (the fixture)
 
 

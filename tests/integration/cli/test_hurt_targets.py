@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from chaos import budgets, hurt
-from chaos.env import parse
+from chaos.env import hurt, parse
 from chaos.errors import ConfigError
-from chaos.plan import RUN, SKIP, format_plan, plan
+from chaos.experiment import suite_budgets as budgets
+from chaos.experiment.suite_plan import RUN, SKIP, format_plan, plan
 from tests.integration.cli.test_cli import chaos
 
 REPO = Path(__file__).resolve().parents[3]
@@ -119,7 +119,7 @@ def test_the_plan_runs_a_remote_simulator_container_s_engine_death_and_skips_a_p
     plan runs it; a simulator process on another address has no container to call from, and skips, in the
     words the suite skips with; a simulator on this machine's loopback runs it."""
     from chaos.env import load
-    from chaos.plan import engine_death_unreachable
+    from chaos.experiment.suite_plan import engine_death_unreachable
 
     lab = load(str(REPO / "environments" / "lab.yaml"))
     rows = _recovery(plan(lab, allow_destructive=True))

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from chaos import proc as _proc
 from chaos.errors import FaultError, FaultNotEffective, SafetyError
 from chaos.faults import kill, pause, rank_freeze, rank_kill, restart, stop
+from chaos.shared import proc as _proc
 from chaos.targets.process import ProcessTarget
 from tests._support import free_port
 from tests.integration.targets.conftest import TINY

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from chaos import proc as _proc
 from chaos.env import load
 from chaos.experiment.stop import StopSwitch, stop_file
 from chaos.faults.ledger import Ledger
+from chaos.shared import proc as _proc
 from chaos.targets.process import ProcessTarget
 from tests._support import free_port
 from tests.integration.targets.conftest import TINY

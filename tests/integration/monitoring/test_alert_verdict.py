@@ -81,7 +81,7 @@ def test_a_fault_the_environment_says_nothing_of_shows_its_alerts_unjudged() -> 
 def test_without_the_programs_the_monitor_says_why_and_proves_nothing(monkeypatch) -> None:
     from chaos.env import load
     from chaos.fixtures.monitoring import monitoring_missing
-    from chaos.observe.alert_watch import AlertMonitor
+    from chaos.verify.alert_watch import AlertMonitor
 
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.delenv("CHAOS_PROMETHEUS_BIN", raising=False)

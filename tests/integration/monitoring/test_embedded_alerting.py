@@ -14,10 +14,10 @@ import pytest
 
 from chaos.env import Environment
 from chaos.fixtures.monitoring import monitoring_missing
-from chaos.observe.alert_watch import AlertMonitor
 from chaos.observe.alerts import WebhookReceiver
 from chaos.pytest_plugin import require_component
 from chaos.stack.monitoring import EmbeddedMonitoring
+from chaos.verify.alert_watch import AlertMonitor
 from tests._support import rules_without
 
 RULES = Path(__file__).resolve().parents[3] / "examples" / "monitoring" / "rules" / "llm-serving.rules.yml"
@@ -143,8 +143,8 @@ def test_a_quiet_baseline_pages_nobody(page: GatewayPage, tmp_path: Path) -> Non
 
 def test_an_orphaned_prometheus_and_alertmanager_are_reaped_by_cleanup(page: GatewayPage, tmp_path: Path) -> None:
     """After a SIGKILLed run nothing stops them but `chaos cleanup`: their pidfiles name them."""
-    from chaos import proc as _proc
     from chaos.faults.ledger import _reap_pidfiles
+    from chaos.shared import proc as _proc
 
     _, mon, rx = started(environment(page, RULES, tmp_path))
     try:

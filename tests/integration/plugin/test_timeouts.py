@@ -1,5 +1,5 @@
 """pytest-timeout where it belongs: the harness's own tests keep 600 s; a suite test's ceiling comes from
-its environment (chaos/budgets.py), above its scenario's budget, even where a project's ini sets a
+its environment (chaos/experiment/suite_budgets.py), above its scenario's budget, even where a project's ini sets a
 global timeout; pyproject sets none."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos import budgets
 from chaos.env import load
+from chaos.experiment import suite_budgets as budgets
 from tests._support import REPO
 
 REAL_TIME_ENV = """

@@ -8,7 +8,7 @@ import pytest
 from chaos.env.model import RetryPolicy
 from chaos.errors import ConfigError
 from chaos.resilience.client import ResilientClient
-from chaos.signing import HDR_SIGNATURE, HDR_TIMESTAMP
+from chaos.shared.signing import HDR_SIGNATURE, HDR_TIMESTAMP
 from chaos.verify.recorder import Recorder
 
 POLICY = RetryPolicy(min_interval_s=0.5, multiplier=2.0, max_interval_s=4.0, max_attempts=5, jitter=0.2,

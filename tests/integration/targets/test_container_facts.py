@@ -7,8 +7,9 @@ import json
 import uuid
 from pathlib import Path
 
-from chaos import budgets, hurt
+from chaos.env import hurt
 from chaos.env import parse as parse_env
+from chaos.experiment import suite_budgets as budgets
 from chaos.targets.container_facts import apply, parse, settings
 from tests._support import require
 from tests.integration.cli.test_cli import chaos

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from chaos import proc as _proc
 from chaos.faults import kill, pause, rank_freeze, restart
 from chaos.faults.base import Policy
 from chaos.faults.ledger import Ledger, cleanup
-from chaos.targets.docker import LABEL_RUN, LABEL_TARGET, DockerTarget
+from chaos.shared import proc as _proc
+from chaos.targets.docker import DockerTarget
+from chaos.targets.docker_client import LABEL_RUN, LABEL_TARGET
 from tests._support import free_port, require
 
 pytestmark = pytest.mark.docker

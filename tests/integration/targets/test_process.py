@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from chaos import proc as _proc
 from chaos.env import Target as TargetConfig
 from chaos.errors import TargetError
+from chaos.shared import proc as _proc
 from chaos.targets import make_target, sim_args
 from chaos.targets.base import Target
 from chaos.targets.process import ProcessTarget

@@ -8,7 +8,7 @@ import pytest
 from gw_upstream import STREAM_BODY, upstream
 
 from chaos.env.model import BreakerPolicy
-from chaos.signing import sign
+from chaos.shared.signing import sign
 from chaos.stack.gateway import GatewaySettings, Replica, serve
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "\uff28i \u2460"}], "stream": True}

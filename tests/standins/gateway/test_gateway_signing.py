@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from chaos.env import load
-from chaos.plan import no_signing
+from chaos.experiment.suite_plan import no_signing
 from chaos.targets.base import http_health, wait_until
 from chaos.verify.signing import signing_verdict
 from tests._support import REPO, free_port, stop_process
@@ -115,7 +115,7 @@ def test_every_case_carries_the_api_key_and_is_signed_over_the_path_the_gateway_
     signing_verdict("http://127.0.0.1:9/prefix/", b"k", "m", api_key="api-key-xyz", call=call)
     assert len(seen) == 6 and all(u == "http://127.0.0.1:9/prefix/v1/chat/completions" for u, _ in seen)
     assert all(h["Authorization"] == "Bearer api-key-xyz" for _, h in seen)
-    from chaos.signing import verify
+    from chaos.shared.signing import verify
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "sign me"}], "max_tokens": 4,
                        "stream": False}).encode()
     verify(b"k", "POST", "/prefix/v1/chat/completions", body, seen[0][1])  # the control is validly signed

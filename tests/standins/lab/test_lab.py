@@ -27,7 +27,7 @@ def _get(url: str) -> int | str:
 
 def test_a_container_on_the_gpu_host_serves_on_its_address_only(lab_ssh) -> None:
     from chaos.stack.lab import GPU
-    from chaos.targets.docker import client_for
+    from chaos.targets.docker_client import client_for
 
     client = client_for(lab_ssh.docker_host())  # through `ssh -L`, the engine inside the namespace
     port = free_port()
@@ -49,7 +49,7 @@ def test_a_container_on_the_gpu_host_serves_on_its_address_only(lab_ssh) -> None
 def test_a_broken_key_is_one_line_naming_the_host(lab, tmp_path, monkeypatch) -> None:
     from chaos.stack.lab import GPU
     from chaos.targets import ssh_docker
-    from chaos.targets.docker import client_for
+    from chaos.targets.docker_client import client_for
 
     wrong = tmp_path / "wrong_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(wrong)], check=True)
@@ -78,7 +78,7 @@ def test_a_broken_key_is_one_line_naming_the_host(lab, tmp_path, monkeypatch) ->
 
 def test_an_unreachable_engine_socket_is_one_line(lab_ssh) -> None:
     from chaos.stack.lab import GPU
-    from chaos.targets.docker import client_for
+    from chaos.targets.docker_client import client_for
 
     with pytest.raises(TargetError) as e:
         client_for(f"ssh://root@{GPU.address}/run/no-such-engine.sock")

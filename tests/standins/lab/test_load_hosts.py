@@ -93,7 +93,7 @@ def test_an_unknown_worker_host_is_one_line(tmp_path):
 
 def _in_load_host(marker: str) -> list[int]:
     """Pids of the processes on the load host whose command line holds `marker`."""
-    from chaos import proc as _proc
+    from chaos.shared import proc as _proc
     from chaos.stack.lab import LOAD
 
     ns = os.stat(f"/var/run/netns/{LOAD.netns}").st_ino

@@ -17,7 +17,7 @@ from chaos.faults import restart
 from chaos.faults.base import Policy
 from chaos.faults.ledger import Ledger, cleanup
 from chaos.observe.completion import completion_ok
-from chaos.targets.docker import LABEL_RUN, LABEL_STATE, LABEL_TARGET
+from chaos.targets.docker_client import LABEL_RUN, LABEL_STATE, LABEL_TARGET
 from tests._support import require
 from tests.standins.stack.stack_env import (
     cleanup_cli,

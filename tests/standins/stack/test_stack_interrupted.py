@@ -21,7 +21,7 @@ import pytest
 
 from chaos.env import load
 from chaos.faults.ledger import Ledger
-from chaos.toxiproxy import Toxiproxy
+from chaos.shared.toxiproxy import Toxiproxy
 from tests._support import require
 from tests.standins.stack.stack_env import REPO, cleanup_cli, env_ports, proc_state, stack_processes, start_harness, write_env
 

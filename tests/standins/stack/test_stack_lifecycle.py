@@ -89,7 +89,7 @@ def test_up_serves_a_real_completion_and_down_leaves_nothing(envfile: Path) -> N
         ranks = [p for p, cmd in live.items() if "chaos-sim-rank" in cmd]
         assert len(ranks) == 2, live  # TP 2: one rank worker per replica
         assert json.loads((Path(env.state_dir) / "stack.json").read_text())["run_id"] == stack.run_id
-        from chaos.probe import probe
+        from chaos.env_check import probe
 
         checked = probe(env, timeout=5.0)  # `env check --probe`: every part is what the file says
         assert {p.what for p in checked} >= {"api endpoint", "gateway admin", "toxiproxy", "fault proxy replica-a",

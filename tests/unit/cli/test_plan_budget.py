@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from chaos import budgets
 from chaos.env import load
-from chaos.plan import RUN, SKIP, format_plan, plan
+from chaos.experiment import suite_budgets as budgets
+from chaos.experiment.suite_plan import RUN, SKIP, format_plan, plan
 
 STAGING = {"STAGING_API_KEY": "k", "HF_TOKEN": "t"}
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chaos import budgets, hurt
-from chaos.env import parse
+from chaos.env import hurt, parse
 from chaos.env.monitoring import RECOVERY_FAULTS
-from chaos.plan import RUN, SKIP, plan
+from chaos.experiment import suite_budgets as budgets
+from chaos.experiment.suite_plan import RUN, SKIP, plan
 from chaos.verify.health_truth import TIMEOUT_BOUND
 
 ENV = """name: two

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from chaos import budgets
 from chaos.env import load
 from chaos.experiment import events as ev
+from chaos.experiment import suite_budgets as budgets
 from chaos.experiment.budget import Budget, BudgetExceeded, PhaseBudget
 from chaos.scenario import Scenario
 

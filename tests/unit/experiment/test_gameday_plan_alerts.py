@@ -16,8 +16,8 @@ from chaos.experiment.alerts import alert_judge, plan_alert_problems
 from chaos.experiment.journal import Journal
 from chaos.experiment.plan import parse_plan
 from chaos.experiment.runner import ExperimentRun
-from chaos.observe.alert_watch import AlertMonitor
 from chaos.observe.alerts import Firing
+from chaos.verify.alert_watch import AlertMonitor
 
 PLAN = """\
 name: alerts

@@ -9,10 +9,10 @@ import pytest
 
 from chaos.env import Environment, load
 from chaos.errors import FaultError
+from chaos.experiment.suite_plan import RUN, SKIP, no_simulator_canary, no_simulator_replica, plan
 from chaos.faults.sim_admin import SimFault, admin_via
 from chaos.faults.tokens import TokenRef
 from chaos.fixtures.stack import StackHandle
-from chaos.plan import RUN, SKIP, no_simulator_canary, no_simulator_replica, plan
 from chaos.targets.docker import DockerTarget
 from chaos.targets.process import ProcessTarget
 

@@ -118,7 +118,7 @@ def _rises(p: BreakerPolicy, rss: float, per_request: float, rate: float) -> boo
 
 @pytest.mark.parametrize("growth, rate", [(0.5, 1.0), (0.5, 13.0), (0.02, 1.0), (1.0, 3.0)])
 def test_the_leak_is_sized_to_break_the_leak_rule_and_a_third_of_it_does_not(growth: float, rate: float) -> None:
-    from chaos.verify.breaker_sizes import leak_bytes_per_request
+    from chaos.faults.engine_leak import leak_bytes_per_request
 
     p = BreakerPolicy(leak_window_s=20, leak_min_growth=growth, leak_rate_per_hour=0.05)
     rss = 980e6  # vLLM 0.32's API server on the tiny model, measured
@@ -128,7 +128,7 @@ def test_the_leak_is_sized_to_break_the_leak_rule_and_a_third_of_it_does_not(gro
 
 
 def test_a_leak_too_big_for_one_request_is_capped() -> None:
-    from chaos.verify.breaker_sizes import leak_bytes_per_request
+    from chaos.faults.engine_leak import leak_bytes_per_request
 
     p = BreakerPolicy(leak_window_s=20, leak_min_growth=1.0)
     assert leak_bytes_per_request(p, 980e6, 0.3, cap=64 << 20) == 64 << 20

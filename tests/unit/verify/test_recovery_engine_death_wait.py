@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from chaos import budgets
+from chaos.experiment import suite_budgets as budgets
 from chaos.scenarios import recovery
 from chaos.scenarios.recovery import RecoveryRun
 

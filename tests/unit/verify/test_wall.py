@@ -11,9 +11,9 @@ from tests._support import REPO
 
 STAND_INS = "chaos.stack"
 BRIDGE = "chaos.bridge"
-# What the harness and the stand-ins share: the one exception tree, the process helper, the signing scheme
-# (request signatures and admin tokens) and the Toxiproxy wire client.
-GROUND = ("chaos.errors", "chaos.proc", "chaos.signing", "chaos.tokens", "chaos.toxiproxy")
+# What the harness and the stand-ins share: the one exception tree and chaos.shared (the process helper, the
+# signing scheme of request signatures and admin tokens, the Toxiproxy wire client).
+GROUND = ("chaos.errors", "chaos.shared", "chaos.tokens")
 FACES = ("chaos.commands", "chaos.cli", "chaos.pytest_plugin", "chaos.fixtures")
 
 
@@ -147,7 +147,7 @@ def test_the_wall_check_finds_what_it_forbids(tmp_path: Path) -> None:
         "chaos/__init__.py": "",
         "chaos/stack/sim.py": "from chaos.errors import ChaosError\nfrom chaos.env import load\n"
                               "def f():\n    from ..faults import tokens\n",
-        "chaos/proc.py": "from chaos.targets import make_target\n",
+        "chaos/shared/proc.py": "from chaos.targets import make_target\n",
         "chaos/load/run.py": "def f():\n    from chaos.stack.launcher import EmbeddedStack\n"
                              "from chaos.bridge import up\nfrom chaos import stack\n",
         "chaos/commands/stack.py": "from chaos.bridge import up\nfrom chaos.stack.sim import cli\n",
@@ -158,7 +158,7 @@ def test_the_wall_check_finds_what_it_forbids(tmp_path: Path) -> None:
         "chaos/load/run.py:2: chaos.load.run -> chaos.stack.launcher (the harness imports a stand-in)",
         "chaos/load/run.py:3: chaos.load.run -> chaos.bridge (only the faces use the bridge)",
         "chaos/load/run.py:4: chaos.load.run -> chaos.stack (the harness imports a stand-in)",
-        "chaos/proc.py:1: chaos.proc -> chaos.targets (the shared ground imports beyond itself)",
+        "chaos/shared/proc.py:1: chaos.shared.proc -> chaos.targets (the shared ground imports beyond itself)",
         "chaos/stack/sim.py:2: chaos.stack.sim -> chaos.env (a stand-in imports the harness)",
         "chaos/stack/sim.py:4: chaos.stack.sim -> chaos.faults (a stand-in imports the harness)",
         "suites/test_x.py:1: suites.test_x -> chaos.stack.gateway (the harness imports a stand-in)"]

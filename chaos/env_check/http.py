@@ -1,19 +1,10 @@
-"""`chaos env check --probe`: is each part an environment names the thing the file says it is?
-
-Identity, not reachability: any web server answers HTTP, so each part must answer as itself. The
-API lists the configured model; a fault proxy answers its health and accepts the configured token;
-a replica answers /health and lists a model; a container exists on its engine with the restart
-policy the file claims; each DCGM exporter serves DCGM series for the GPUs its host's targets
-name; Toxiproxy lists every configured proxy. One line per part, a failure saying what was expected and what came instead, never a
-traceback. Parts the environment does not have are not listed. An embedded stack that is not up is
-said to be so, not reported as broken hosts.
-"""
+"""The parts of an environment that answer over HTTP, each asked to answer as itself (`chaos env check --probe`),
+and the one result type every probe returns."""
 from __future__ import annotations
 
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,46 +159,3 @@ def check_dcgm(url: str, timeout: float) -> Probe:
         got = answer.got() if answer.status != 200 else "HTTP 200 without any DCGM_FI_ series"
         return Probe("dcgm exporter", url, False, f"expected DCGM metrics (DCGM_FI_* series) on /metrics; got {got}")
     return Probe("dcgm exporter", url, True, "serves DCGM_FI_* series")
-
-
-def probe(env: Environment, *, timeout: float = 3.0, docker: Callable[[str | None], Any] | None = None,
-          worker: Callable[[str, str | None, float], tuple[bool, str]] | None = None) -> list[Probe]:
-    """Check every part of `env` once, in the order a request travels; `docker(host)` makes an engine's
-    client (chaos.targets.docker.client_for), `worker` checks a load host (a seam for tests)."""
-    from chaos.probe_docker import check_containers
-
-    if worker is None:
-        from chaos.load.placement import check_worker_host
-
-        worker = check_worker_host
-    out = [check_api(env, timeout)]
-    if env.endpoints.gateway_admin:
-        out.append(check_gateway_admin(env, env.endpoints.gateway_admin, timeout))
-    if env.endpoints.gateway_metrics:  # a team gateway's own Prometheus page (chaos.verify.gateway_state)
-        page = env.endpoints.gateway_metrics
-        out.append(check_gateway_admin(env, page, timeout, page=page, what="gateway metrics"))
-    if env.toxiproxy is not None:
-        out += check_toxiproxy(env, timeout)
-    out += [check_fault_proxy(env, fp, timeout) for fp in env.fault_proxies]
-    if env.load.workers and env.load.worker_host not in (None, "", "local"):
-        ok, detail = worker(env.load.worker_host or "", env.load.worker_python, timeout)
-        out.append(Probe("load host", env.load.worker_host or "", ok, detail))
-    out += [check_replica(t, timeout) for t in env.targets]
-    out += check_containers(env, timeout, client=docker)
-    from chaos.probe_gpu import check_gpu_telemetry
-
-    out += check_gpu_telemetry(env, timeout)  # each exporter, and each target's named GPUs on its page
-    from chaos.probe_monitoring import check_monitoring
-
-    out += check_monitoring(env, timeout)  # prometheus, alertmanager, every rule file loads
-    return out
-
-
-def format_probes(env: Environment, probes: list[Probe]) -> list[str]:
-    """One line per part; failures say what was expected. An embedded stack that is down is one hint."""
-    lines = [f"{'ok' if p.ok else 'FAIL':<4}  {p.what}: {p.address} ({p.detail})" for p in probes]
-    down = [p for p in probes if not p.what.startswith("docker engine")]
-    if env.embedded != "none" and down and not any(p.ok for p in down):
-        lines.append(f"note: {env.name} is an embedded stack and it is not running: `chaos env up --env {env.name}` "
-                     "starts it (a pytest run starts it by itself)")
-    return lines

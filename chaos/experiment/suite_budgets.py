@@ -20,6 +20,7 @@ from chaos.env import Environment
 from chaos.env.model import Target
 from chaos.experiment.budget import Budget, PhaseBudget, derived, margin
 from chaos.faults.base import recover_bound_s
+from chaos.targets.container_facts import EXECUTE_TIMEOUT_DEFAULT_S, EXECUTE_TIMEOUT_VAR, facts_of
 
 START_S = 60.0    # start a load generator, observers or one process: no figure in the environment bounds it
 VERIFY_S = 60.0   # read the records and logs, judge, attach the tables
@@ -39,7 +40,7 @@ ENGINE_DEATH_SLACK_S = 15.0  # the recovery suite's wait beyond the engine's tim
 VLLM_ENGINE_DEAD_SEND_S = 5.0  # fixed in vLLM: the output thread's join
 VLLM_WORKER_SHUTDOWN_VAR, VLLM_WORKER_SHUTDOWN_S = "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS", 5.0  # vLLM's default
 VLLM_SIGTERM_WAIT_S = 4.0  # fixed in vLLM
-VLLM_EXECUTE_MODEL_TIMEOUT_S = 300.0  # VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS's default
+VLLM_EXECUTE_MODEL_TIMEOUT_S = EXECUTE_TIMEOUT_DEFAULT_S  # VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS's default
 
 
 def _s(x: float) -> str:
@@ -54,8 +55,6 @@ def engine_timeout(cfg: Target) -> tuple[float, str]:
     if cfg.vllm and cfg.vllm.execute_model_timeout_s:  # the file overrides what the container says
         return cfg.vllm.execute_model_timeout_s, f"{cfg.name}'s vllm.execute_model_timeout_s " \
                                                  f"{_s(cfg.vllm.execute_model_timeout_s)}"
-    from chaos.targets.container_facts import EXECUTE_TIMEOUT_VAR, facts_of
-
     facts = facts_of(cfg)
     if facts is not None and facts.execute_model_timeout_s:
         return facts.execute_model_timeout_s, f"{EXECUTE_TIMEOUT_VAR} {_s(facts.execute_model_timeout_s)} " \
@@ -67,8 +66,6 @@ def vllm_worker_teardown(cfg: Target) -> float:
     """vLLM's engine teardown after the timeout: the ENGINE_CORE_DEAD send (5 s at most), its worker shutdown wait
     (the target's own setting, from the file's env or read from its container, else vLLM's default) and the fixed
     4 s after SIGTERM."""
-    from chaos.targets.container_facts import facts_of
-
     facts = facts_of(cfg)
     raw = cfg.env.get(VLLM_WORKER_SHUTDOWN_VAR) or (facts.variables.get(VLLM_WORKER_SHUTDOWN_VAR) if facts else None)
     try:
@@ -123,7 +120,7 @@ def common(env: Environment) -> list[PhaseBudget]:
 def _recovery(env: Environment) -> list[PhaseBudget]:
     s = env.slas
     phases = [p for p in common(env) if p.phase not in ("hold fault", "drain load")]
-    from chaos.hurt import HELD, chosen
+    from chaos.env.hurt import HELD, chosen
 
     held = [t for f in HELD for t in chosen(env, f)[0]]
     if held:  # the rank freeze and link cut hold until the engine died of its own timeout: the longest one's

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from chaos.probe import Probe, get
+from chaos.env_check.http import Probe, get
 
 
 def rule_alerts(files: list[str]) -> tuple[set[str], list[str]]:
@@ -54,7 +54,7 @@ def check_rule_file(path: str, timeout: float) -> Probe:
 
 def _server(what: str, cfg: Any, component: str, health: str, timeout: float) -> Probe:
     if cfg.embedded:
-        from chaos.proc import find_program
+        from chaos.shared.proc import find_program
 
         # the program a run would start (chaos/stack/monitoring.py looks the same way; the harness
         # does not import the stand-ins)

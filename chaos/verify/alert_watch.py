@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from chaos.errors import TargetError
 from chaos.observe.alerts import Firing, PrometheusAlerts, WebhookReceiver
+from chaos.verify.alerts import AlertWindow, alert_verdict
 
 if TYPE_CHECKING:
     from chaos.env.monitoring import AlertExpectation, Monitoring
-    from chaos.verify.verdict import Verdict  # the observer reads; chaos.verify judges (imported in verdict())
+    from chaos.verify.verdict import Verdict
 
 
 class AlertMonitor:
@@ -100,8 +101,6 @@ class AlertWatch:
         """The monitoring rows: fire, page, resolve, resolved page; unexpected alerts; blind spots (each
         firing also an event on `timeline`, beside the fault window)."""
         self.until = self.m.clock()
-        from chaos.verify.alerts import AlertWindow, alert_verdict
-
         w = AlertWindow(self.start, self.effect_at, self.recovered_at, self.until)
         firings: list[Firing] | None = None
         why = self.m.why_not

@@ -165,7 +165,7 @@ class Entry:
     needs: tuple[Callable[[Environment], str | None], ...] = ()
     # what is only known once the stack runs: a reason, or a question whose None means known now
     at_run_time: str | Callable[[Environment], str | None] = ""
-    fault: str = ""  # a recovery fault (chaos/hurt.py): one row per target it hurts, naming the target
+    fault: str = ""  # a recovery fault (chaos/env/hurt.py): one row per target it hurts, naming the target
 
 
 ENTRIES = (  # destructive: as the suites mark their tests (refused on a protected environment)
@@ -208,13 +208,13 @@ class Row:
     what: str
     verdict: str
     reason: str
-    budget_s: float | None = None  # a scenario's time budget in this suite (chaos/budgets.py), where it runs
+    budget_s: float | None = None  # a scenario's time budget in this suite (chaos/experiment/suite_budgets.py), where it runs
     target: str = ""  # the target a recovery row hurts (or observes, for its baseline)
 
 
 def _per_target(env: Environment, e: Entry, only: Sequence[str]) -> list[tuple[str, str, str]]:
     """(what, target, skip reason) for each target a recovery entry's fault hurts; one row when none."""
-    from chaos import hurt
+    from chaos.env import hurt
 
     targets, why = hurt.chosen(env, None if e.fault == "baseline" else e.fault, only)
     if not targets:
@@ -230,7 +230,8 @@ def _per_target(env: Environment, e: Entry, only: Sequence[str]) -> list[tuple[s
 def _note(env: Environment, e: Entry, target: str) -> str:
     """What a run row depends on that the file or the container decided: the engine's timeout the rank
     freeze and link cut wait for, and where it was read."""
-    from chaos import budgets, hurt
+    from chaos.env import hurt
+    from chaos.experiment import suite_budgets as budgets
 
     if e.fault not in hurt.HELD or not target:
         return ""
@@ -241,7 +242,7 @@ def _note(env: Environment, e: Entry, target: str) -> str:
 def plan(env: Environment, *, allow_destructive: bool, only: Sequence[str] = ()) -> list[Row]:
     """One row per entry (per target hurt, for a recovery fault; `only`: the --target names): run, skip
     (the suite's own reason), refused (protected, destructive), or run with a condition decided at run time."""
-    from chaos import budgets
+    from chaos.experiment import suite_budgets as budgets
 
     rows = []
     for e in ENTRIES:
@@ -262,8 +263,8 @@ def plan(env: Environment, *, allow_destructive: bool, only: Sequence[str] = ())
 
 def format_plan(rows: list[Row]) -> list[str]:
     """Plain-text table lines (terminal and report); `budget` is how long one scenario of the suite may
-    run before it fails naming the phase that overran (chaos/budgets.py)."""
-    from chaos.budgets import shown
+    run before it fails naming the phase that overran (chaos/experiment/suite_budgets.py)."""
+    from chaos.experiment.suite_budgets import shown
 
     budget = {id(r): shown(r.budget_s) if r.budget_s is not None else "" for r in rows}
     w1, w2 = max(len(r.suite) for r in rows), max(len(r.what) for r in rows)

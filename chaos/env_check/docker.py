@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chaos.env import Environment, Target
-from chaos.probe import Probe
+from chaos.env_check.http import Probe
 
 
 def _one_line(e: BaseException) -> str:
@@ -55,7 +55,7 @@ def check_containers(env: Environment, timeout: float, *, client: Callable[[str 
     """Each engine once, then each docker target's named container on it. A target without
     container_name gets its container at run time (chaos-<run>-<name>): only its engine is checked."""
     if client is None:
-        from chaos.targets.docker import client_for
+        from chaos.targets.docker_client import client_for
 
         client = client_for
     out: list[Probe] = []

@@ -3,8 +3,8 @@ and every GPU a target on that host names (`gpus:` list or CUDA_VISIBLE_DEVICES)
 from __future__ import annotations
 
 from chaos.env import Environment
+from chaos.env_check.http import Probe, check_dcgm, get
 from chaos.observe.gpu_plan import on_this_host
-from chaos.probe import Probe, check_dcgm, get
 
 
 def _devices_on(body: bytes) -> set[str]:

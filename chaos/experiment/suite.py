@@ -13,7 +13,7 @@ from chaos.verify.verdict import Verdict
 
 def requires(env: Any, *needs: Callable[[Any], str | None]) -> None:
     """Skip with the first unmet requirement's reason: the same questions `chaos env check` asks
-    (chaos.plan), so its table and the run agree."""
+    (chaos.experiment.suite_plan), so its table and the run agree."""
     import pytest
 
     for need in needs:
