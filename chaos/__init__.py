@@ -1,8 +1,8 @@
 """llm-chaos: chaos and resilience tests for LLM inference services. The front door.
 
 A team's own suite imports from here and nothing deeper (docs/own-suites.md walks through one and
-lists each name): the experiment (`Scenario`, `Experiment`), every fault (`rank_kill` kills one rank by index on
-any backend), the checks, the verdicts and the suite helpers. The `stack`, `scenario` and `summary`
+lists each name): the experiment (`Experiment`, its run handle `Run`), every fault (`rank_kill` kills one rank by index on
+any backend), the checks, the verdicts and the suite helpers. The `stack`, `run_experiment` and `summary`
 fixtures come with the installed pytest plugin. Every name but the errors is imported on first use
 (chaos/_front.py says from where), so `import chaos` costs what the errors cost.
 """
@@ -57,8 +57,10 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
     from chaos.experiment import (
         recovered as recovered,
     )
+    from chaos.experiment.breaker_tier import breaker_tier as breaker_tier
     from chaos.experiment.budget import Budget as Budget
     from chaos.experiment.budget import PhaseBudget as PhaseBudget
+    from chaos.experiment.recovery_run import recovery_run as recovery_run
     from chaos.experiment.release_stages import (
         no_release_admin as no_release_admin,
     )
@@ -68,6 +70,10 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
     from chaos.experiment.release_stages import (
         run_stages as run_stages,
     )
+    from chaos.experiment.run import Run as Run
+    from chaos.experiment.waits import breaker_closed as breaker_closed
+    from chaos.experiment.waits import engine_restarted as engine_restarted
+    from chaos.experiment.waits import window_full as window_full
     from chaos.explore.schedule import load_schedule as load_schedule
     from chaos.explore.wiring import explorer_for as explorer_for
     from chaos.faults import (
@@ -205,9 +211,6 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
     from chaos.report.tables import verdict_table as verdict_table
     from chaos.report.timeline import plot_breaker as plot_breaker
     from chaos.resilience.client import ResilientClient as ResilientClient
-    from chaos.scenario import Scenario as Scenario
-    from chaos.scenarios.breaker import BreakerTier as BreakerTier
-    from chaos.scenarios.recovery import RecoveryRun as RecoveryRun
     from chaos.suite import (
         client_commands as client_commands,
     )
@@ -354,9 +357,10 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
 __version__ = "0.1.0"
 __all__ = [  # the errors, then FRONT in its order (tests/integration/api/test_front_door.py)
     "ChaosError", "ConfigError", "FaultError", "FaultNotEffective", "LoadError", "SafetyError", "SLOViolation",
-    "StackError", "TargetError", "__version__", "Environment", "load_environment", "Scenario", "Budget",
-    "PhaseBudget", "Experiment", "ExperimentRun", "AbortLimits", "Hypothesis", "Status", "recovered", "BreakerTier",
-    "RecoveryRun", "Fault", "AllOf", "Scheduled", "Policy", "restart", "kill", "pause", "stop", "engine_death",
+    "StackError", "TargetError", "__version__", "Environment", "load_environment", "Run", "Budget",
+    "PhaseBudget", "Experiment", "ExperimentRun", "AbortLimits", "Hypothesis", "Status", "recovered", "engine_restarted",
+    "breaker_closed", "window_full", "breaker_tier", "recovery_run",
+    "Fault", "AllOf", "Scheduled", "Policy", "restart", "kill", "pause", "stop", "engine_death",
     "rank_kill", "rank_freeze", "rank_link_cut", "latency", "jitter", "bandwidth", "down", "timeout", "reset_peer",
     "slicer", "slow_close", "limit_data", "http_error", "oom_error", "hang", "slow_headers", "slow_first_token",
     "stream_stall", "stream_cut", "error_chunk", "malformed_chunk", "duplicate_chunk", "rewrite_model",

@@ -33,7 +33,10 @@ from chaos.experiment.handle import RunHandle
 from chaos.experiment.hypothesis import Hypothesis, Probe, Reading
 from chaos.experiment.method import Method, StopAsked
 from chaos.experiment.stop import EmergencyStop, StopSwitch
+from chaos.experiment.waits import Recovered, recovered
 from chaos.load.records import RequestRecord
+
+__all__ = ["EXIT_CODES", "AbortLimits", "Experiment", "ExperimentRun", "Recovered", "Status", "execute", "recovered"]
 
 
 class Status(str, Enum):
@@ -64,18 +67,6 @@ class AbortLimits:
     def from_env(cls, env: Any, window_s: float = 10.0) -> AbortLimits:
         a = env.safety.abort
         return cls(error_rate=a.error_rate, max_fault_duration_s=a.max_fault_duration_s, window_s=window_s)
-
-
-@dataclass(frozen=True)
-class Recovered:
-    """`until=recovered(within=60)`: after the revert the hypothesis must hold again within 60 s."""
-
-    within_s: float
-
-
-def recovered(within: float) -> Recovered:
-    """An `until` condition: the stack serves again within `within` seconds of the fault's revert."""
-    return Recovered(within)
 
 
 @dataclass
@@ -179,5 +170,3 @@ def execute(exp: Experiment, run: RunHandle, *, reraise: bool = False) -> Experi
     finally:
         run.finish(r)
     return r
-
-
