@@ -71,9 +71,15 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
         run_stages as run_stages,
     )
     from chaos.experiment.run import Run as Run
-    from chaos.experiment.waits import breaker_closed as breaker_closed
-    from chaos.experiment.waits import engine_restarted as engine_restarted
-    from chaos.experiment.waits import window_full as window_full
+    from chaos.experiment.waits import (
+        breaker_closed as breaker_closed,
+    )
+    from chaos.experiment.waits import (
+        engine_restarted as engine_restarted,
+    )
+    from chaos.experiment.waits import (
+        window_full as window_full,
+    )
     from chaos.explore.schedule import load_schedule as load_schedule
     from chaos.explore.wiring import explorer_for as explorer_for
     from chaos.faults import (
@@ -357,24 +363,23 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
 __version__ = "0.1.0"
 __all__ = [  # the errors, then FRONT in its order (tests/integration/api/test_front_door.py)
     "ChaosError", "ConfigError", "FaultError", "FaultNotEffective", "LoadError", "SafetyError", "SLOViolation",
-    "StackError", "TargetError", "__version__", "Environment", "load_environment", "Run", "Budget",
-    "PhaseBudget", "Experiment", "ExperimentRun", "AbortLimits", "Hypothesis", "Status", "recovered", "engine_restarted",
-    "breaker_closed", "window_full", "breaker_tier", "recovery_run",
-    "Fault", "AllOf", "Scheduled", "Policy", "restart", "kill", "pause", "stop", "engine_death",
-    "rank_kill", "rank_freeze", "rank_link_cut", "latency", "jitter", "bandwidth", "down", "timeout", "reset_peer",
-    "slicer", "slow_close", "limit_data", "http_error", "oom_error", "hang", "slow_headers", "slow_first_token",
-    "stream_stall", "stream_cut", "error_chunk", "malformed_chunk", "duplicate_chunk", "rewrite_model",
-    "header_fault", "misroute", "release_stage", "sim_fault", "engine_fault", "Check", "all_of", "evaluate",
-    "p50_below", "p99_below", "percentile_below", "error_rate_below", "goodput_above", "percentile", "Verdict",
-    "Row", "accounting_verdict", "fault_allowance", "recovery_verdict", "served_by", "steady_seen",
-    "check_restart_policy", "load_verdict", "burst_drift", "long_prompt_failures", "degraded_floor_verdict",
-    "retry_verdict", "signing_verdict", "anomaly_verdict", "observed_anomaly", "check_backoff", "alert_verdict",
-    "AlertMonitor", "answers_verdict", "golden", "requires", "judge", "fault_happened", "fault_proof",
-    "gateway_admin", "client_commands", "hurt_params", "StackHandle", "SummaryCollector", "add_recovery",
-    "add_breaker", "latency_table", "verdict_table", "analyze_breaker", "degrade_recovery_s", "BREAKER_SIZE_NAMES",
-    "breaker_sizes", "breaker_size_why_not", "breaker_window_target", "breaker_spec_vs_observed",
-    "write_breaker_table", "GatewayStateObserver", "gateway_failures", "plot_breaker", "STREAM_MAX_TOKENS",
-    "STREAM_PROMPT", "ClientAnswer", "ClientLimit", "stream_attempts_for", "client_verdict",
+    "StackError", "TargetError", "__version__", "Environment", "load_environment", "Run", "Budget", "PhaseBudget",
+    "Experiment", "ExperimentRun", "AbortLimits", "Hypothesis", "Status", "recovered", "engine_restarted",
+    "breaker_closed", "window_full", "breaker_tier", "recovery_run", "Fault", "AllOf", "Scheduled", "Policy",
+    "restart", "kill", "pause", "stop", "engine_death", "rank_kill", "rank_freeze", "rank_link_cut", "latency",
+    "jitter", "bandwidth", "down", "timeout", "reset_peer", "slicer", "slow_close", "limit_data", "http_error",
+    "oom_error", "hang", "slow_headers", "slow_first_token", "stream_stall", "stream_cut", "error_chunk",
+    "malformed_chunk", "duplicate_chunk", "rewrite_model", "header_fault", "misroute", "release_stage", "sim_fault",
+    "engine_fault", "Check", "all_of", "evaluate", "p50_below", "p99_below", "percentile_below", "error_rate_below",
+    "goodput_above", "percentile", "Verdict", "Row", "accounting_verdict", "fault_allowance", "recovery_verdict",
+    "served_by", "steady_seen", "check_restart_policy", "load_verdict", "burst_drift", "long_prompt_failures",
+    "degraded_floor_verdict", "retry_verdict", "signing_verdict", "anomaly_verdict", "observed_anomaly",
+    "check_backoff", "alert_verdict", "AlertMonitor", "answers_verdict", "golden", "requires", "judge",
+    "fault_happened", "fault_proof", "gateway_admin", "client_commands", "hurt_params", "StackHandle",
+    "SummaryCollector", "add_recovery", "add_breaker", "latency_table", "verdict_table", "analyze_breaker",
+    "degrade_recovery_s", "BREAKER_SIZE_NAMES", "breaker_sizes", "breaker_size_why_not", "breaker_window_target",
+    "breaker_spec_vs_observed", "write_breaker_table", "GatewayStateObserver", "gateway_failures", "plot_breaker",
+    "STREAM_MAX_TOKENS", "STREAM_PROMPT", "ClientAnswer", "ClientLimit", "stream_attempts_for", "client_verdict",
     "stream_gateway_verdict", "run_client_command", "stream_steady_run", "stream_steady_verdict", "ResilientClient",
     "env_secrets", "scan_secrets", "token_files", "DEFAULT_CLASSES", "special_corpus", "MetricsScraper", "Timeline",
     "PrefixRun", "prefix_counters", "prefix_verdict", "explorer_for", "load_schedule", "no_release_admin",
