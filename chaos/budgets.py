@@ -9,7 +9,7 @@ hung scenario fails naming the phase. The pytest plugin sets each suite test's p
 that sum (`item_ceiling_s`), the last resort for a call that never returns; `chaos env check`'s plan
 shows the figure.
 
-Phase names are the ones the Scenario's steps and the suites use; a phase the budget does not name
+Phase names are the ones the run handle's steps and the suites use; a phase the budget does not name
 counts only against the sum.
 """
 from __future__ import annotations
@@ -99,7 +99,7 @@ def _window(env: Environment) -> float:
 
 
 def common(env: Environment) -> list[PhaseBudget]:
-    """The phases of Scenario's own steps (chaos/scenario.py), in the order a scenario meets them."""
+    """The phases of the run handle's own steps (chaos/experiment/run.py), in the order a run meets them."""
     s, ts = env.slas, env.time_scale
     bound = recover_bound_s(s)
     bound_why = f"max(slas.cold_start_s {_s(s.cold_start_s)}, 2 x slas.recovery_s {_s(s.recovery_s)})"
@@ -170,7 +170,7 @@ SUITES: dict[str, Callable[[Environment], list[PhaseBudget]]] = {
 
 
 def for_suite(env: Environment, suite: str | None) -> Budget:
-    """The budget of one scenario of `suite` (a suite this module does not know: Scenario's own steps)."""
+    """The budget of one scenario of `suite` (a suite this module does not know: the run handle's own steps)."""
     return Budget(SUITES.get(suite or "", common)(env), name=suite or "scenario")
 
 
