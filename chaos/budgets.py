@@ -3,7 +3,7 @@
 A scenario's phases each get a budget from the figure that bounds them (the load's duration x
 time_scale, the SLAs' recovery_s, steady_state_s and cold_start_s, the engine's own timeout on a
 frozen rank, the abort limit on a fault's age) plus a margin (chaos.experiment.budget.margin); the
-scenario's budget is their sum. The `scenario` fixture holds each phase to its share (a Watchdog on
+scenario's budget is their sum. The `run_experiment` fixture holds each phase to its share (a Watchdog on
 the scenario's clock), so an environment at time_scale 1.0 gets the time its SLAs give it and a
 hung scenario fails naming the phase. The pytest plugin sets each suite test's pytest-timeout above
 that sum (`item_ceiling_s`), the last resort for a call that never returns; `chaos env check`'s plan

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from chaos import budgets
 from chaos.experiment.runner import Experiment
 from chaos.experiment.waits import engine_restarted
 from chaos.report import allure as rep
@@ -124,6 +123,8 @@ class RecoveryRun:
         process gone, RankFreeze.engine_died), else by the restart. The replica's restart may come well after:
         its processes must all exit first, and a frozen rank vLLM SIGKILLed took 18 s to (docs/vllm-fidelity.md);
         that wait is the replica's recovery, bounded by slas.recovery_s. Returns whether the engine died."""
+        from chaos import budgets  # chaos.budgets reads chaos.experiment's Budget: imported when used
+
         sc, target, cfg = self.sc, self.target, self.env.target(self.name)
         died: Callable[[], bool] | None = getattr(fault, "engine_died", None)
 
@@ -181,6 +182,8 @@ class RecoveryRun:
 
         Stage 1: the fault's proof and the restarts seen. Then recovery within the SLAs (its probes and the traffic
         it served) and the accounting (nothing lost beyond the fault's allowance); then the alerts."""
+        from chaos import budgets  # chaos.budgets reads chaos.experiment's Budget: imported when used
+
         sc, stack, env, name, kind = self.sc, self.stack, self.env, self.name, self.kind
         self.alerts.settle()  # under the same load: each expected alert fires, pages and clears, or its time runs out
         records = sc.stop_load()
