@@ -145,7 +145,7 @@ def test_answers_from_another_model_are_detected(stack: StackHandle, run_experim
         needed = round(2 / injected)
         with run.phase("load while 5 % of each replica's answers name another model"):
             records = run.load_until(lambda: all(f.counters().get("matched", 0) >= needed for f in rules),
-                                    min_s=max(8.0, run.scaled(60)), max_s=MAX_LOAD_S, users=8, retry_policy=None)
+                                     min_s=max(8.0, run.scaled(60)), max_s=MAX_LOAD_S, users=8, retry_policy=None)
         run.revert()
         run.judge("the fault really happened", [fault_proof(fault)])
         acc = accounting_verdict(records, stack.server_log(records=records))

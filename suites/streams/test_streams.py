@@ -126,7 +126,7 @@ def test_stream_fault(stack: StackHandle, proxies: list[FaultProxyAdmin],
         for name, cmd in commands.items():
             limit = steady[name][1]
             with run.phase(f"client command {name}: {REQUESTS} streamed requests, {limit.seconds:.1f} s each at most "
-                          f"({limit.why})"):
+                           f"({limit.why})"):
                 answers[name] = [run_client_command(name, cmd, env.endpoints.api, timeout_s=limit.seconds)
                                  for _ in range(REQUESTS)]
         hits = sum(f.counters().get("hits", 0) for f in rules)
