@@ -53,7 +53,7 @@ def breaker_tier(stack: StackHandle, monitoring: AlertMonitor, summary: SummaryC
     rep.title(f"{name}: {size.label()} on the canary -> expect {size.expect} ({kind} gateway)")
 
     def steps(run: Run) -> None:
-        tier = BreakerTier(stack, run, monitoring, name)
+        tier = BreakerSteps(stack, run, monitoring, name)
         tier.start_load(users=users, duration_s=duration_s)
         tier.fill_canary_window()  # the fault is judged on a full window, not on the calls the fault slows
         tier.inject(faults(tier.canaries, tier.size))
@@ -75,7 +75,7 @@ def _enough_canary_traffic(stack: StackHandle, size: Size) -> None:
         _skip(f"{why}; at most, from {rate:.1f} req/s measured at warm-up x canary_weight {p.canary_weight:g}")
 
 
-class BreakerTier:
+class BreakerSteps:
     """The steps of one breaker run on the run handle `sc`; every time it reads is the handle's clock."""
 
     def __init__(self, stack: StackHandle, sc: Run, monitoring: AlertMonitor, name: str) -> None:

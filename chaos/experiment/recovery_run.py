@@ -34,17 +34,17 @@ def recovery_run(stack: StackHandle, monitoring: AlertMonitor, summary: SummaryC
                  fault: Callable[[], Fault] | None = None, lasting: bool = False, crash: bool = False,
                  proof: str = "restarts_seen") -> Experiment:
     """Fault `kind` (None: the no-fault baseline) on target `name` under load `load` (`profile`: the load's
-    overrides, see RecoveryRun.start_load), as an Experiment for the one runner.
+    overrides, see RecoverySteps.start_load), as an Experiment for the one runner.
 
     `fault()` makes the fault when its time comes (after the steady state); `lasting`, `crash` and `proof`:
-    RecoveryRun.inject. The run observes the hurt replica directly and the API in front of it."""
+    RecoverySteps.inject. The run observes the hurt replica directly and the API in front of it."""
     rep.labels(epic="Resilience", feature="Recovery", story=kind or "baseline", suite="recovery")
     rep.title(f"{kind or 'no fault (baseline)'} on {name} under {load} load")
     if (kind is None) != (fault is None):
         raise ValueError("recovery_run: give `fault` exactly when `kind` names one")
 
     def steps(run: Run) -> None:
-        r = RecoveryRun(stack, run, monitoring, kind, name, load)
+        r = RecoverySteps(stack, run, monitoring, kind, name, load)
         r.start_load(**(profile or {}))
         if fault is None:
             r.no_fault()
@@ -57,7 +57,7 @@ def recovery_run(stack: StackHandle, monitoring: AlertMonitor, summary: SummaryC
     return Experiment(f"{kind or 'baseline'}-{name}-{load}", steps=steps, hurt=(name,))
 
 
-class RecoveryRun:
+class RecoverySteps:
     """The steps of one recovery run on the run handle `sc`; every time it reads is the handle's clock."""
 
     def __init__(self, stack: StackHandle, sc: Run, monitoring: AlertMonitor,

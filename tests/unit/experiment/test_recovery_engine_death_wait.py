@@ -1,4 +1,4 @@
-"""The recovery suite's hold of a frozen rank (chaos.experiment.recovery_run.RecoveryRun._wait_engine_death):
+"""The recovery suite's hold of a frozen rank (chaos.experiment.recovery_run.RecoverySteps._wait_engine_death):
 it ends when the engine died of the freeze, seen directly (the fault's engine_died) well before the replica's
 restart, then waits for that restart in a phase of its own, bounded by slas.recovery_s; the revert then does not
 ask the rank to be still stopped. Measured on the stripped vLLM image: the engine gone 18 s after the freeze, the
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from chaos import budgets
-from chaos.experiment.recovery_run import RecoveryRun
+from chaos.experiment.recovery_run import RecoverySteps
 
 
 class Clock:
@@ -82,8 +82,8 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     return c
 
 
-def _run(clock: Clock, restart_at: float | None) -> RecoveryRun:
-    run = object.__new__(RecoveryRun)
+def _run(clock: Clock, restart_at: float | None) -> RecoverySteps:
+    run = object.__new__(RecoverySteps)
     run.sc, run.env, run.name = FakeRun(clock), Env(), "replica-a"  # type: ignore[assignment]
     run.target, run.restarts_before = Replica(clock, restart_at), 0  # type: ignore[assignment]
     run.evidence, run.t_inject = {}, 0.0
