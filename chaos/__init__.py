@@ -1,8 +1,8 @@
 """llm-chaos: chaos and resilience tests for LLM inference services. The front door.
 
 A team's own suite imports from here and nothing deeper (docs/own-suites.md walks through one and
-lists each name): the experiment (`Scenario`, `Experiment`), every fault (`rank_kill` kills one rank by index on
-any backend), the checks, the verdicts and the suite helpers. The `stack`, `scenario` and `summary`
+lists each name): the experiment (`Experiment`, its run handle `Run`), every fault (`rank_kill` kills one rank by index on
+any backend), the checks, the verdicts and the suite helpers. The `stack`, `run_experiment` and `summary`
 fixtures come with the installed pytest plugin. Every name but the errors is imported on first use
 (chaos/_front.py says from where), so `import chaos` costs what the errors cost.
 """
@@ -58,8 +58,10 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
     )
     from chaos.experiment import suite_budgets as budgets
     from chaos.experiment import suite_plan as plan
+    from chaos.experiment.breaker_tier import breaker_tier as breaker_tier
     from chaos.experiment.budget import Budget as Budget
     from chaos.experiment.budget import PhaseBudget as PhaseBudget
+    from chaos.experiment.recovery_run import recovery_run as recovery_run
     from chaos.experiment.release_stages import (
         no_release_admin as no_release_admin,
     )
@@ -69,6 +71,7 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
     from chaos.experiment.release_stages import (
         run_stages as run_stages,
     )
+    from chaos.experiment.run import Run as Run
     from chaos.experiment.suite import (
         client_commands as client_commands,
     )
@@ -86,6 +89,15 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
     )
     from chaos.experiment.suite import (
         requires as requires,
+    )
+    from chaos.experiment.waits import (
+        breaker_closed as breaker_closed,
+    )
+    from chaos.experiment.waits import (
+        engine_restarted as engine_restarted,
+    )
+    from chaos.experiment.waits import (
+        window_full as window_full,
     )
     from chaos.explore.schedule import load_schedule as load_schedule
     from chaos.explore.wiring import explorer_for as explorer_for
@@ -223,10 +235,7 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
     from chaos.report.tables import verdict_table as verdict_table
     from chaos.report.timeline import plot_breaker as plot_breaker
     from chaos.resilience.client import ResilientClient as ResilientClient
-    from chaos.scenario import Scenario as Scenario
-    from chaos.scenarios.breaker import BreakerTier as BreakerTier
-    from chaos.scenarios.recovery import RecoveryRun as RecoveryRun
-    from chaos.shared import signing
+    from chaos.shared import signing as signing
     from chaos.verify import gateway_state as gateway_state
     from chaos.verify.accounting import accounting_verdict as accounting_verdict
     from chaos.verify.accounting import fault_allowance as fault_allowance
@@ -332,23 +341,22 @@ if _typing.TYPE_CHECKING:  # what a type checker and an editor see; tests/integr
 __version__ = "0.1.0"
 __all__ = [  # the errors, then FRONT in its order (tests/integration/api/test_front_door.py)
     "ChaosError", "ConfigError", "FaultError", "FaultNotEffective", "LoadError", "SafetyError", "SLOViolation",
-    "StackError", "TargetError", "__version__", "Environment", "load_environment", "Scenario", "Budget",
-    "PhaseBudget", "Experiment", "ExperimentRun", "AbortLimits", "Hypothesis", "Status", "recovered", "BreakerTier",
-    "RecoveryRun", "Fault", "AllOf", "Scheduled", "Policy", "restart", "kill", "pause", "stop", "engine_death",
-    "rank_kill", "rank_freeze", "rank_link_cut", "latency", "jitter", "bandwidth", "down", "timeout", "reset_peer",
-    "slicer", "slow_close", "limit_data", "http_error", "oom_error", "hang", "slow_headers", "slow_first_token",
-    "stream_stall", "stream_cut", "error_chunk", "malformed_chunk", "duplicate_chunk", "rewrite_model",
-    "header_fault", "misroute", "release_stage", "sim_fault", "engine_fault", "checks", "evaluate", "percentile",
-    "Verdict",
-    "Row", "accounting_verdict", "fault_allowance", "recovery_verdict", "served_by", "steady_seen",
-    "check_restart_policy", "load_verdict", "burst_drift", "long_prompt_failures", "degraded_floor_verdict",
-    "retry_verdict", "signing_verdict", "anomaly_verdict", "observed_anomaly", "check_backoff", "alert_verdict",
-    "AlertMonitor", "answers_verdict", "golden", "requires", "judge", "fault_happened", "fault_proof",
-    "gateway_admin", "client_commands", "hurt_params", "StackHandle", "SummaryCollector", "add_recovery",
-    "add_breaker", "latency_table", "verdict_table", "analyze_breaker", "degrade_recovery_s", "BREAKER_SIZE_NAMES",
-    "breaker_sizes", "breaker_size_why_not", "breaker_window_target", "breaker_spec_vs_observed",
-    "write_breaker_table", "GatewayStateObserver", "gateway_failures", "plot_breaker", "STREAM_MAX_TOKENS",
-    "STREAM_PROMPT", "ClientAnswer", "ClientLimit", "stream_attempts_for", "client_verdict",
+    "StackError", "TargetError", "__version__", "Environment", "load_environment", "Run", "Budget", "PhaseBudget",
+    "Experiment", "ExperimentRun", "AbortLimits", "Hypothesis", "Status", "recovered", "engine_restarted",
+    "breaker_closed", "window_full", "breaker_tier", "recovery_run", "Fault", "AllOf", "Scheduled", "Policy",
+    "restart", "kill", "pause", "stop", "engine_death", "rank_kill", "rank_freeze", "rank_link_cut", "latency",
+    "jitter", "bandwidth", "down", "timeout", "reset_peer", "slicer", "slow_close", "limit_data", "http_error",
+    "oom_error", "hang", "slow_headers", "slow_first_token", "stream_stall", "stream_cut", "error_chunk",
+    "malformed_chunk", "duplicate_chunk", "rewrite_model", "header_fault", "misroute", "release_stage", "sim_fault",
+    "engine_fault", "checks", "evaluate", "percentile", "Verdict", "Row", "accounting_verdict", "fault_allowance",
+    "recovery_verdict", "served_by", "steady_seen", "check_restart_policy", "load_verdict", "burst_drift",
+    "long_prompt_failures", "degraded_floor_verdict", "retry_verdict", "signing_verdict", "anomaly_verdict",
+    "observed_anomaly", "check_backoff", "alert_verdict", "AlertMonitor", "answers_verdict", "golden", "requires",
+    "judge", "fault_happened", "fault_proof", "gateway_admin", "client_commands", "hurt_params", "StackHandle",
+    "SummaryCollector", "add_recovery", "add_breaker", "latency_table", "verdict_table", "analyze_breaker",
+    "degrade_recovery_s", "BREAKER_SIZE_NAMES", "breaker_sizes", "breaker_size_why_not", "breaker_window_target",
+    "breaker_spec_vs_observed", "write_breaker_table", "GatewayStateObserver", "gateway_failures", "plot_breaker",
+    "STREAM_MAX_TOKENS", "STREAM_PROMPT", "ClientAnswer", "ClientLimit", "stream_attempts_for", "client_verdict",
     "stream_gateway_verdict", "run_client_command", "stream_steady_run", "stream_steady_verdict", "ResilientClient",
     "env_secrets", "scan_secrets", "token_files", "DEFAULT_CLASSES", "special_corpus", "MetricsScraper", "Timeline",
     "PrefixRun", "prefix_counters", "prefix_verdict", "explorer_for", "load_schedule", "no_release_admin",

@@ -6,10 +6,10 @@ from __future__ import annotations
 _F, _H, _V = "chaos.faults", "chaos.faults.http", "chaos.verify.verdict"
 
 FRONT: dict[str, tuple[str, str | None]] = {
-    # the experiment: an environment, a scenario written step by step, or a declared experiment
+    # the experiment: an environment, one Experiment (a declared sequence, or steps of its own over the run handle)
     "Environment": ("chaos.env", "Environment"),
     "load_environment": ("chaos.env", "load"),
-    "Scenario": ("chaos.scenario", "Scenario"),
+    "Run": ("chaos.experiment.run", "Run"),
     "Budget": ("chaos.experiment.budget", "Budget"),
     "PhaseBudget": ("chaos.experiment.budget", "PhaseBudget"),
     "Experiment": ("chaos.experiment", "Experiment"),
@@ -18,8 +18,13 @@ FRONT: dict[str, tuple[str, str | None]] = {
     "Hypothesis": ("chaos.experiment", "Hypothesis"),
     "Status": ("chaos.experiment", "Status"),
     "recovered": ("chaos.experiment", "recovered"),
-    # the scenarios this repository's suites run, step by step: a breaker tier, a replica's recovery
-    "BreakerTier": ("chaos.scenarios.breaker", "BreakerTier"), "RecoveryRun": ("chaos.scenarios.recovery", "RecoveryRun"),
+    # what a run waits for, composed with & and |
+    "engine_restarted": ("chaos.experiment.waits", "engine_restarted"),
+    "breaker_closed": ("chaos.experiment.waits", "breaker_closed"),
+    "window_full": ("chaos.experiment.waits", "window_full"),
+    # the experiments this repository's suites run: a breaker tier, a replica's recovery
+    "breaker_tier": ("chaos.experiment.breaker_tier", "breaker_tier"),
+    "recovery_run": ("chaos.experiment.recovery_run", "recovery_run"),
     # every fault: one replica, one rank, the network, the HTTP/SSE stream, the gateway, the simulator
     "Fault": (_F, "Fault"), "AllOf": (_F, "AllOf"), "Scheduled": (_F, "Scheduled"), "Policy": (_F, "Policy"),
     "restart": (_F, "restart"), "kill": (_F, "kill"), "pause": (_F, "pause"), "stop": (_F, "stop"),

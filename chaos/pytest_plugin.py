@@ -20,8 +20,8 @@ ENV_NAME_KEY = pytest.StashKey[str]()
 GPU_KEY = pytest.StashKey[str]()
 READ_KEY = pytest.StashKey[bool]()
 
-# the release checklist and --require-proven; the suite fixtures (stack, scenario, summary, extra_gateway)
-pytest_plugins = ["chaos.fixtures.checklist", "chaos.fixtures.stack", "chaos.fixtures.scenario", "chaos.fixtures.report",
+# the release checklist and --require-proven; the suite fixtures (stack, run_experiment, summary, extra_gateway)
+pytest_plugins = ["chaos.fixtures.checklist", "chaos.fixtures.stack", "chaos.fixtures.experiment", "chaos.fixtures.report",
                   "chaos.fixtures.gateway", "chaos.fixtures.toxiproxy", "chaos.fixtures.monitoring"]
 
 MARKERS = {

@@ -1,10 +1,9 @@
 """The method every experiment follows, whichever way it is written: named phases, waits on the
 experiment's own clock, and one fault injected and reverted, each step published as a typed event.
 
-Two runners drive it. `Experiment` (runner.py) runs a declared sequence (load, steady state,
-inject, hold, revert, recover, verify) for game-day plans and for suites whose scenario is that
-sequence. `Scenario` (chaos/scenario.py) exposes the same steps one call at a time to the suites
-whose scenario is not (a breaker waiting for its drain, a restart policy watched for minutes).
+One runner drives it (runner.py `execute`): an Experiment's steps, its declared sequence (load, steady
+state, inject, hold, revert, recover, verify; runner.py) or the steps of its own that a suite gives as
+`steps=`, act through the run handle (handle.py; under pytest `Run`, run.py), which holds this Method.
 Either way the timeline, the Allure steps, the journal and the live view hear the same events
 (chaos/experiment/subscribers.py), and the fault is reverted on every way out.
 """

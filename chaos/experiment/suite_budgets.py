@@ -3,13 +3,13 @@
 A scenario's phases each get a budget from the figure that bounds them (the load's duration x
 time_scale, the SLAs' recovery_s, steady_state_s and cold_start_s, the engine's own timeout on a
 frozen rank, the abort limit on a fault's age) plus a margin (chaos.experiment.budget.margin); the
-scenario's budget is their sum. The `scenario` fixture holds each phase to its share (a Watchdog on
+scenario's budget is their sum. The `run_experiment` fixture holds each phase to its share (a Watchdog on
 the scenario's clock), so an environment at time_scale 1.0 gets the time its SLAs give it and a
 hung scenario fails naming the phase. The pytest plugin sets each suite test's pytest-timeout above
 that sum (`item_ceiling_s`), the last resort for a call that never returns; `chaos env check`'s plan
 shows the figure.
 
-Phase names are the ones the Scenario's steps and the suites use; a phase the budget does not name
+Phase names are the ones the run handle's steps and the suites use; a phase the budget does not name
 counts only against the sum.
 """
 from __future__ import annotations
@@ -96,7 +96,7 @@ def _window(env: Environment) -> float:
 
 
 def common(env: Environment) -> list[PhaseBudget]:
-    """The phases of Scenario's own steps (chaos/scenario.py), in the order a scenario meets them."""
+    """The phases of the run handle's own steps (chaos/experiment/run.py), in the order a run meets them."""
     s, ts = env.slas, env.time_scale
     bound = recover_bound_s(s)
     bound_why = f"max(slas.cold_start_s {_s(s.cold_start_s)}, 2 x slas.recovery_s {_s(s.recovery_s)})"
@@ -167,7 +167,7 @@ SUITES: dict[str, Callable[[Environment], list[PhaseBudget]]] = {
 
 
 def for_suite(env: Environment, suite: str | None) -> Budget:
-    """The budget of one scenario of `suite` (a suite this module does not know: Scenario's own steps)."""
+    """The budget of one scenario of `suite` (a suite this module does not know: the run handle's own steps)."""
     return Budget(SUITES.get(suite or "", common)(env), name=suite or "scenario")
 
 

@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from chaos.experiment import events as ev
+from chaos.experiment.handle import RunHandle
 from chaos.experiment.method import Method, StopAsked
+from chaos.experiment.runner import Experiment, ExperimentRun, execute
 from chaos.experiment.stop import StopSwitch
 from chaos.explore.check import CLOSED, FORCED_OPEN, breaker_verdict, history_verdicts, served_again
 from chaos.explore.guide import Guide, moves_of
-from chaos.explore.run import walk
+from chaos.explore.run import ScheduleRun, walk
 from chaos.explore.schedule import Schedule, ScheduledFault, generate
 from chaos.explore.shrink import shrink
 from chaos.verify.breaker import degrade_recovery_s
@@ -85,48 +87,10 @@ class Explorer:
         return out
 
     def run_one(self, schedule: Schedule, seed: int = 0, *, keep: bool = True) -> Outcome:
-        name = f"schedule {schedule.key()}"
-        m = Method(name, bus=self.bus, stop=self.stop, clock=self.clock, sleep=self.sleep)
-        m.publish(ev.ExperimentStarted, plan="; ".join(f.describe() for f in schedule.faults))
-        self.reset_breakers(m, "the schedule starts with every breaker closed")
-        t_run = m.clock()
-        load = self.start_load(self.out_dir / schedule.key(), self.per_run(schedule.horizon_s), seed)
-        errors: list[str] = []
-        verdicts: list[Verdict] = []
-        moves: list[dict[str, Any]] = []
-        run = None
-        status = "ERROR"
-        try:
-            with m.phase("steady state"):
-                m.wait(STEADY_S)
-            with m.phase("faults"):
-                run = walk(schedule, m, self.make_fault)
-            errors = run.errors
-            with m.phase("heal and check"):
-                assert run.t_healed is not None
-                served = served_again(self.env, self.urls(), run.t_healed, probe=self.probe, clock=m.clock,
-                                      sleep=m.wait)
-                verdicts.append(served)
-                m.wait(DRAIN_S)
-            healed: dict[str, float | None] = {}
-            if self.gateway_state is not None:
-                with m.phase("breakers heal"):  # timed from when every replica served again
-                    healed = self.breakers_healed(m, served.data.get("t_served") or run.t_healed)
-        finally:
-            t_end = m.clock()
-            records = list(load.stop().records)
-            if verdicts:
-                verdicts += history_verdicts(self.env, records, self.server_log(records))
-                if self.gateway_state is not None:
-                    moves = [t for t in self.gateway_state().get("transitions", []) if float(t["t"]) >= t_run]
-                    verdicts.append(breaker_verdict(self.env, records, moves, t_end=t_end, healed_after_s=healed))
-                for v in verdicts:
-                    m.publish(ev.VerdictReached, name=v.name, ok=v.ok, failures=tuple(r.line() for r in v.failures),
-                              rows=tuple(r.line() for r in v.rows))
-                status = "PASSED" if all(v.ok for v in verdicts) else "FAILED"
-            m.publish(ev.ExperimentEnded, status=status, reason="; ".join(errors))
-        out = Outcome(schedule, verdicts, errors,
-                      moves=moves_of(moves, run.t_start) if run is not None else [])
+        """One schedule through the one runner; what ended it early (a stop, an error) is raised."""
+        handle = ScheduleRunHandle(self, schedule, seed)
+        execute(Experiment(handle.name, steps=handle.steps), handle, reraise=True)
+        out = Outcome(schedule, handle.verdicts, handle.errors, moves=handle.moves)
         if keep:
             if not out.ok:
                 out.file = schedule.model_copy(update={"breaks": out.broken()}).write(self.out_dir / "failures")
@@ -236,3 +200,64 @@ class Explorer:
              "shrunk_from": o.shrunk_from.key() if o.shrunk_from else None, "shrink_runs": o.shrink_runs}
             for o in self.outcomes]}, indent=1), encoding="utf-8")
         return path
+
+
+class ScheduleRunHandle(RunHandle):
+    """The run handle of one schedule: its load starts with every breaker closed, its steps walk the faults
+    and check the heal, and its way out stops the load and judges the history (check.py) whatever happened."""
+
+    def __init__(self, explorer: Explorer, schedule: Schedule, seed: int) -> None:
+        x = explorer
+        name = f"schedule {schedule.key()}"
+        super().__init__(name, Method(name, bus=x.bus, stop=x.stop, clock=x.clock, sleep=x.sleep))
+        self.x, self.schedule, self.seed = explorer, schedule, seed
+        self.verdicts: list[Verdict] = []
+        self.errors: list[str] = []
+        self.moves: list[tuple[str, float]] = []
+        self.healed: dict[str, float | None] = {}
+        self.walked: ScheduleRun | None = None
+        self.t_run = 0.0
+
+    def start(self, plan: str) -> None:
+        """The schedule's faults in words; every breaker closed, then the load."""
+        self.publish(ev.ExperimentStarted, plan="; ".join(f.describe() for f in self.schedule.faults))
+        self.x.reset_breakers(self.method, "the schedule starts with every breaker closed")
+        self.t_run = self.clock()
+        self.load = self.x.start_load(self.x.out_dir / self.schedule.key(), self.x.per_run(self.schedule.horizon_s),
+                                      self.seed)
+
+    def steps(self, run: RunHandle) -> None:
+        """Steady state, the schedule's faults, then every replica must serve again and the breakers heal."""
+        m, x = self.method, self.x
+        with m.phase("steady state"):
+            m.wait(STEADY_S)
+        with m.phase("faults"):
+            self.walked = walk(self.schedule, m, x.make_fault)
+        self.errors = self.walked.errors
+        with m.phase("heal and check"):
+            assert self.walked.t_healed is not None
+            served = served_again(x.env, x.urls(), self.walked.t_healed, probe=x.probe, clock=m.clock, sleep=m.wait)
+            self.verdicts.append(served)
+            m.wait(DRAIN_S)
+        if x.gateway_state is not None:
+            with m.phase("breakers heal"):  # timed from when every replica served again
+                self.healed = x.breakers_healed(m, served.data.get("t_served") or self.walked.t_healed)
+
+    def finish(self, run: ExperimentRun) -> None:
+        """Whatever ended the steps: stop the load and judge the history (once the heal was checked)."""
+        x, status = self.x, "ERROR"
+        moves: list[dict[str, Any]] = []
+        t_end = self.clock()
+        records = list(self.load.stop().records)
+        if self.verdicts:
+            self.verdicts += history_verdicts(x.env, records, x.server_log(records))
+            if x.gateway_state is not None:
+                moves = [t for t in x.gateway_state().get("transitions", []) if float(t["t"]) >= self.t_run]
+                self.verdicts.append(breaker_verdict(x.env, records, moves, t_end=t_end, healed_after_s=self.healed))
+            for v in self.verdicts:
+                self.publish(ev.VerdictReached, name=v.name, ok=v.ok, failures=tuple(r.line() for r in v.failures),
+                             rows=tuple(r.line() for r in v.rows))
+            status = "PASSED" if all(v.ok for v in self.verdicts) else "FAILED"
+        self.publish(ev.ExperimentEnded, status=status, reason="; ".join(self.errors))
+        self.moves = moves_of(moves, self.walked.t_start) if self.walked is not None else []
+        run.t_end = t_end

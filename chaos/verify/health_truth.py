@@ -22,7 +22,7 @@ from chaos.targets.container_facts import EXECUTE_TIMEOUT_VAR
 from chaos.verify.verdict import Verdict
 
 HEALTHY_LIE, UNHEALTHY_LIE = "healthy while completions failed", "unhealthy while completions succeeded"
-# the claim probes a scenario starts (chaos.scenario.Scenario.observe) and what each is called in a row
+# the claim probes a scenario starts (chaos.experiment.run.Run.observe) and what each is called in a row
 CLAIMS = {"health": "/health", "models": "/v1/models"}
 # faults where real vLLM's /health is known to answer 200 while the engine cannot serve (the page says
 # where it was measured); such a lie is named, and judged like any other. A killed worker: vLLM's worker

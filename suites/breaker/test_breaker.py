@@ -24,11 +24,11 @@ from chaos import (
     BREAKER_SIZE_NAMES,
     AlertMonitor,
     BreakerSize,
-    BreakerTier,
+    ExperimentRun,
     Fault,
-    Scenario,
     StackHandle,
     SummaryCollector,
+    breaker_tier,
     gateway_admin,
     http_error,
     oom_error,
@@ -75,18 +75,14 @@ PROVES = {"errors-below-degrade": ("breaker-degrade", "no trip below the error-r
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.proves(PROVES[n][0], part=PROVES[n][1]))
                                   for n in BREAKER_SIZE_NAMES])
-def test_breaker_tier(gateway: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector,
+def test_breaker_tier(gateway: StackHandle, run_experiment: Callable[..., ExperimentRun], summary: SummaryCollector,
         monitoring: AlertMonitor, name: str) -> None:
     """`name`'s fault, sized from the environment's breaker policy, on the canaries under load: the tier the
     policy gives (none, degrade, rollback, an anomaly trip), in time, then back to closed, nothing lost."""
     if name == "leak-trend":
         requires(gateway.env, plan.no_simulator_canary)
-    tier = BreakerTier(gateway, scenario, monitoring, name)  # skips where the canary cannot get enough calls
-    # 8 closed-loop users, or the environment's own count where its gateway needs more to be busy
-    tier.start_load(users=max(8, gateway.env.load.users), duration_s=240.0)
-    tier.fill_canary_window()  # the fault is judged on a full window, not on the calls the fault slows
-    tier.inject(FAULTS[tier.size.kind](gateway, tier.canaries, tier.size))
-    tier.hold()  # a rollback: the canary stays out until an operator reset
-    tier.revert()
-    tier.recover()  # the operator reset, or half-open probing until the canary is closed and stays so
-    tier.judge(summary)  # the fault happened; the breaker's tier and timing, nothing lost; the alerts saw it
+    # 8 closed-loop users, or the environment's own count where its gateway needs more to be busy; the fault is
+    # judged on a full canary window; skips now where the canary cannot get enough calls
+    run_experiment(breaker_tier(gateway, monitoring, summary, name, users=max(8, gateway.env.load.users),
+                                duration_s=240.0,
+                                faults=lambda canaries, size: FAULTS[size.kind](gateway, canaries, size)))

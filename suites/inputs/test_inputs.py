@@ -10,7 +10,18 @@ from contextlib import AbstractContextManager
 
 import pytest
 
-from chaos import Scenario, StackHandle, SummaryCollector, Verdict, accounting_verdict, judge, plan, requires
+from chaos import (
+    Experiment,
+    ExperimentRun,
+    Run,
+    StackHandle,
+    SummaryCollector,
+    Verdict,
+    accounting_verdict,
+    judge,
+    plan,
+    requires,
+)
 from chaos import evidence as rep
 
 BAD_REQUESTS = {
@@ -36,33 +47,36 @@ def _post(url: str, body: bytes, ctype: str) -> int:
 
 
 @pytest.mark.proves("emoji-nfkc")
-def test_special_characters_never_take_a_replica_down(stack: StackHandle, scenario: Callable[..., Scenario],
+def test_special_characters_never_take_a_replica_down(stack: StackHandle, run_experiment: Callable[..., ExperimentRun],
         summary: SummaryCollector) -> None:
     env = stack.env
     rep.labels(epic="Robustness", feature="Inputs", story="special-character corpus", suite="inputs")
     names = [t.name for t in env.targets]
-    sc = scenario("inputs-special-characters", hurt=names)
-    for n in names:
-        sc.observe(stack.direct_url(n), source=n, completion=False)
-    sc.observe(env.endpoints.api)
-    restarts = {n: stack.target(n).restart_count() for n in names}
-    with sc.phase("send the corpus", workload="special"):
-        sc.start_load(workload="special", duration_s=sc.scaled(60), users=4)
-        records = sc.finish_load()
-    v = Verdict("replicas stayed up")
-    for n in names:
-        changes = [e for e in sc.timeline.find_events("state", f"health:{n}") if e.detail.get("from") is not None]
-        # down: an error status or a refused connection. A /health answer slower than the prober's
-        # timeout is a busy API server (real vLLM tokenizes on its event loop), not a replica down
-        down = [e for e in changes if e.detail.get("to") in ("down", "unreachable")]
-        slow = [e for e in changes if e.detail.get("to") == "timeout"]
-        v.add(f"{n}.restarts", 0, stack.target(n).restart_count() - restarts[n],
-              stack.target(n).restart_count() == restarts[n])
-        v.add(f"{n}.health_drops", 0, len(down), not down, "error status or connection refused at /health")
-        v.add(f"{n}.slow_health_answers", "shown", len(slow), None, "no /health answer within the prober's timeout")
-    v.add("requests_sent", ">= 1", len(records), bool(records))
-    summary.add("inputs", special_requests=len(records))
-    sc.judge("the replicas stayed up and answered", [v, accounting_verdict(records)])
+
+    def steps(run: Run) -> None:
+        for n in names:
+            run.observe(stack.direct_url(n), source=n, completion=False)
+        run.observe(env.endpoints.api)
+        restarts = {n: stack.target(n).restart_count() for n in names}
+        with run.phase("send the corpus", workload="special"):
+            run.start_load(workload="special", duration_s=run.scaled(60), users=4)
+            records = run.finish_load()
+        v = Verdict("replicas stayed up")
+        for n in names:
+            changes = [e for e in run.timeline.find_events("state", f"health:{n}") if e.detail.get("from") is not None]
+            # down: an error status or a refused connection. A /health answer slower than the prober's
+            # timeout is a busy API server (real vLLM tokenizes on its event loop), not a replica down
+            down = [e for e in changes if e.detail.get("to") in ("down", "unreachable")]
+            slow = [e for e in changes if e.detail.get("to") == "timeout"]
+            v.add(f"{n}.restarts", 0, stack.target(n).restart_count() - restarts[n],
+                  stack.target(n).restart_count() == restarts[n])
+            v.add(f"{n}.health_drops", 0, len(down), not down, "error status or connection refused at /health")
+            v.add(f"{n}.slow_health_answers", "shown", len(slow), None, "no /health answer within the prober's timeout")
+        v.add("requests_sent", ">= 1", len(records), bool(records))
+        summary.add("inputs", special_requests=len(records))
+        run.judge("the replicas stayed up and answered", [v, accounting_verdict(records)])
+
+    run_experiment(Experiment("inputs-special-characters", steps=steps, hurt=names))
 
 
 @pytest.mark.parametrize("case", list(BAD_REQUESTS))

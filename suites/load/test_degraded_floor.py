@@ -10,12 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from chaos import Scenario, StackHandle, SummaryCollector, degraded_floor_verdict, latency_table, plan, requires
+from chaos import (
+    Experiment,
+    ExperimentRun,
+    Run,
+    StackHandle,
+    SummaryCollector,
+    degraded_floor_verdict,
+    latency_table,
+    plan,
+    requires,
+)
 from chaos import evidence as rep
 
 
 @pytest.mark.proves("degraded-floor")
-def test_degraded_mode_floor(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector,
+def test_degraded_mode_floor(stack: StackHandle, run_experiment: Callable[..., ExperimentRun], summary: SummaryCollector,
         tmp_path: Path) -> None:
     env = stack.env
     requires(env, plan.no_degraded_floor, plan.no_local_standby)
@@ -26,19 +36,22 @@ def test_degraded_mode_floor(stack: StackHandle, scenario: Callable[..., Scenari
               f"tokens/s, E2E P99 <= {floor.max_e2e_p99_s:g} s")
     cfg, target = stack.standby(tmp_path, name="degraded", simulator=floor.simulator, vllm=floor.vllm)
     url = f"http://{cfg.host}:{cfg.port}"
-    sc = scenario("degraded-floor")
-    try:
-        with sc.phase("start the degraded replica", changes=floor.simulator if cfg.simulator else floor.vllm):
-            target.start()
-            served = sc.poll(lambda: stack.serves(url), timeout=env.slas.cold_start_s, every=0.1)
-            assert served, f"the degraded replica did not serve within cold_start_s {env.slas.cold_start_s:g} s"
-        sc.observe(url, source="degraded", health=False)
-        with sc.phase("the environment's load, sent to it directly", users=floor.users):
-            sc.start_load(url=url, users=floor.users, duration_s=sc.scaled(floor.duration_s))
-            records = sc.finish_load()
-    finally:
-        target.remove()
-    rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
-    v = degraded_floor_verdict(records, floor)
-    summary.set("load", degraded_tokens_per_s=v.row("tokens_per_s").measured)
-    sc.judge("the degraded replica kept its floor", [v])
+
+    def steps(run: Run) -> None:
+        try:
+            with run.phase("start the degraded replica", changes=floor.simulator if cfg.simulator else floor.vllm):
+                target.start()
+                served = run.poll(lambda: stack.serves(url), timeout=env.slas.cold_start_s, every=0.1)
+                assert served, f"the degraded replica did not serve within cold_start_s {env.slas.cold_start_s:g} s"
+            run.observe(url, source="degraded", health=False)
+            with run.phase("the environment's load, sent to it directly", users=floor.users):
+                run.start_load(url=url, users=floor.users, duration_s=run.scaled(floor.duration_s))
+                records = run.finish_load()
+        finally:
+            target.remove()
+        rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
+        v = degraded_floor_verdict(records, floor)
+        summary.set("load", degraded_tokens_per_s=v.row("tokens_per_s").measured)
+        run.judge("the degraded replica kept its floor", [v])
+
+    run_experiment(Experiment("degraded-floor", steps=steps))

@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from chaos import (
-    Scenario,
+    Experiment,
+    ExperimentRun,
+    Run,
     StackHandle,
     SummaryCollector,
     Verdict,
@@ -53,33 +55,36 @@ PROVES = {"mix-7-2-1": ("mix-7-2-1", "xl-failure-rate", "baseline-gpu"),
 @pytest.mark.slow
 @pytest.mark.parametrize("workload", [pytest.param(w, marks=pytest.mark.proves(*PROVES.get(w, ())))
                                       for w in bl.WORKLOADS])
-def test_load_against_sla_and_baseline(stack: StackHandle, scenario: Callable[..., Scenario],
+def test_load_against_sla_and_baseline(stack: StackHandle, run_experiment: Callable[..., ExperimentRun],
         summary: SummaryCollector, workload: str) -> None:
     env = stack.env
     rep.labels(epic="Performance", feature="Load", story=workload, suite="load")
     rep.title(f"{workload} against the SLAs and the stored baseline")
-    sc = scenario(f"load-{workload}")
-    sc.observe(env.endpoints.api)
-    xl = bl.largest_class(env)
-    with sc.phase("run load", workload=workload):
-        sc.start_load(**bl.workload_load(env, workload))  # the burst runs to completion, bounded by its SLA
-        records = sc.finish_load()
-    assert records, "the load run produced no records"
-    rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
-    absent = bl.missing(env, workload)  # the question `chaos env check` asks too
-    path = bl.path_for(env, workload)
-    baseline = bl.read(path) if path is not None and not absent else None
-    verdicts = [load_verdict(records, env.slas, baseline=baseline),
-                long_prompt_failures(records, xl, env.slas.long_prompt_failure_rate),
-                accounting_verdict(records, strict_orphans=False)]
-    if workload.startswith("burst"):
-        sent = len({r.request_id for r in records if r.prompt_class == xl})
-        assert sent == 100, f"the burst sent {sent} {xl} requests, expected 100"
-        verdicts.append(burst_drift(records, xl))
-    if baseline is not None:
-        verdicts.append(baseline_gpu(baseline))
-    summary.set("load", **{f"{workload}_goodput_per_s": round(verdicts[0].data["goodput_per_s"], 1)})
-    sc.judge("latency, errors, goodput and accounting", verdicts)
-    if absent:
-        pytest.skip(f"SLAs held; regression check skipped: {absent}: run "
-                    f"`chaos baseline record --env {env.name} --workload {workload}` and commit the file")
+
+    def steps(run: Run) -> None:
+        run.observe(env.endpoints.api)
+        xl = bl.largest_class(env)
+        with run.phase("run load", workload=workload):
+            run.start_load(**bl.workload_load(env, workload))  # the burst runs to completion, bounded by its SLA
+            records = run.finish_load()
+        assert records, "the load run produced no records"
+        rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
+        absent = bl.missing(env, workload)  # the question `chaos env check` asks too
+        path = bl.path_for(env, workload)
+        baseline = bl.read(path) if path is not None and not absent else None
+        verdicts = [load_verdict(records, env.slas, baseline=baseline),
+                    long_prompt_failures(records, xl, env.slas.long_prompt_failure_rate),
+                    accounting_verdict(records, strict_orphans=False)]
+        if workload.startswith("burst"):
+            sent = len({r.request_id for r in records if r.prompt_class == xl})
+            assert sent == 100, f"the burst sent {sent} {xl} requests, expected 100"
+            verdicts.append(burst_drift(records, xl))
+        if baseline is not None:
+            verdicts.append(baseline_gpu(baseline))
+        summary.set("load", **{f"{workload}_goodput_per_s": round(verdicts[0].data["goodput_per_s"], 1)})
+        run.judge("latency, errors, goodput and accounting", verdicts)
+        if absent:
+            pytest.skip(f"SLAs held; regression check skipped: {absent}: run "
+                        f"`chaos baseline record --env {env.name} --workload {workload}` and commit the file")
+
+    run_experiment(Experiment(f"load-{workload}", steps=steps))

@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 
 from chaos import (
+    Experiment,
+    ExperimentRun,
     Fault,
     RequestRecord,
-    Scenario,
+    Run,
     SLAs,
     StackHandle,
     SummaryCollector,
@@ -71,33 +73,37 @@ def _degraded_latency(records: list[RequestRecord], t0: float, t1: float, slas: 
 
 @pytest.mark.parametrize("toxic", [pytest.param(t, marks=[pytest.mark.proves("network-jitter")] if t.startswith("jitter")
                                                    else []) for t in TOXICS])
-def test_client_path_toxic(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector, toxic: str) -> None:
+def test_client_path_toxic(stack: StackHandle, run_experiment: Callable[..., ExperimentRun], summary: SummaryCollector,
+        toxic: str) -> None:
     env = stack.env
     proxy = _client_proxy(stack)
     make, overrides, hold = TOXICS[toxic]
     rep.labels(epic="Resilience", feature="Network", story=toxic, suite="network")
     rep.title(f"{toxic} between client and gateway (proxy {proxy})")
-    sc = scenario(f"network-{toxic}")
-    sc.observe(env.endpoints.api)
-    with sc.phase("start load"):
-        sc.start_load(duration_s=180.0, **overrides)
-    sc.steady_state(2.0)
-    fault = make(stack.toxiproxy, proxy)
-    t0 = time.time()
-    sc.inject(fault)
-    sc.hold(sc.scaled(hold))
-    sc.revert()
-    t1 = time.time()
-    sc.wait_recovered(t1, env.slas.recovery_s)
-    sc.wait(max(env.retry.deadline_s * 0.5, sc.scaled(30)), "steady state after revert")
-    records = sc.stop_load()
-    rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
-    rv = retry_verdict(records, env.retry, max_amplification=env.slas.max_retry_amplification, window=(t0, t1))
-    av = accounting_verdict(records)
-    verdicts = [rv, av]
-    if toxic.startswith("jitter"):
-        verdicts.append(_degraded_latency(records, t0, t1, env.slas))
-    summary.count("network", "scenarios")
-    summary.worst("network", "max_amplification", round(rv.data["amplification"] or 0, 2))
-    sc.judge("the fault really happened", [fault_happened(dict(fault.evidence), listed=_listed, probe=_measured)])
-    sc.judge("the system behaved", verdicts)
+
+    def steps(run: Run) -> None:
+        run.observe(env.endpoints.api)
+        with run.phase("start load"):
+            run.start_load(duration_s=180.0, **overrides)
+        run.steady_state(2.0)
+        fault = make(stack.toxiproxy, proxy)
+        t0 = time.time()
+        run.inject(fault)
+        run.hold(run.scaled(hold))
+        run.revert()
+        t1 = time.time()
+        run.wait_recovered(t1, env.slas.recovery_s)
+        run.wait(max(env.retry.deadline_s * 0.5, run.scaled(30)), "steady state after revert")
+        records = run.stop_load()
+        rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
+        rv = retry_verdict(records, env.retry, max_amplification=env.slas.max_retry_amplification, window=(t0, t1))
+        av = accounting_verdict(records)
+        verdicts = [rv, av]
+        if toxic.startswith("jitter"):
+            verdicts.append(_degraded_latency(records, t0, t1, env.slas))
+        summary.count("network", "scenarios")
+        summary.worst("network", "max_amplification", round(rv.data["amplification"] or 0, 2))
+        run.judge("the fault really happened", [fault_happened(dict(fault.evidence), listed=_listed, probe=_measured)])
+        run.judge("the system behaved", verdicts)
+
+    run_experiment(Experiment(f"network-{toxic}", steps=steps))

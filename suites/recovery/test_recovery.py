@@ -15,7 +15,6 @@ expected alert fired, paged and cleared in time; the baseline paged nobody).
 from __future__ import annotations
 
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,15 +23,17 @@ import pytest
 
 from chaos import (
     AlertMonitor,
+    Experiment,
+    ExperimentRun,
     Fault,
-    RecoveryRun,
-    Scenario,
+    Run,
     StackHandle,
     SummaryCollector,
     check_restart_policy,
     faults,
     hurt_params,
     plan,
+    recovery_run,
     requires,
 )
 from chaos import (
@@ -78,23 +79,17 @@ INSTANT = {"gpu-driver-reset", "crash-sigkill", "engine-death-exit0", "nccl-rank
 CRASH = {"crash-sigkill", "gpu-driver-reset", "nccl-rank-kill"}
 
 
-def run_recovery(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector,
+def run_recovery(stack: StackHandle, run_experiment: Callable[..., ExperimentRun], summary: SummaryCollector,
         monitoring: AlertMonitor, kind: str | None, load: str, name: str) -> None:
     """`kind` on target `name` under `load` (None: the baseline, same load and observers, no fault): the
     replica heals itself within the SLAs, nothing lost beyond the fault's allowance, the alerts saw it."""
-    run = RecoveryRun(stack, scenario, monitoring, kind, name, load)  # observes the replica and the API
-    run.start_load(**LOADS[load])
-    if kind is None:
-        run.no_fault()
-    else:
-        # lasting faults are held until the engine died of its timeout (its supervisor restarts it), then undone;
-        # a driver reset is proven by its own restart count (a supervisor's restart is not what it raised)
-        run.inject(make_fault(kind, stack, name), lasting=kind not in INSTANT,
-                   crash=kind in CRASH,
-                   proof="restart_count" if kind == "gpu-driver-reset" else "restarts_seen")
-        run.wait_recovered()  # the stack must heal itself, from the moment the fault had taken effect
-    run.observe_steady()  # a full rolling window after recovery at least, up to the steady-state SLA
-    run.judge(summary)  # the fault happened; recovered within the SLAs, nothing lost; the alerts saw it
+    # lasting faults are held until the engine died of its timeout (its supervisor restarts it), then undone;
+    # a driver reset is proven by its own restart count (a supervisor's restart is not what it raised)
+    run_experiment(recovery_run(
+        stack, monitoring, summary, kind, name, load, profile=LOADS[load],
+        fault=None if kind is None else lambda: make_fault(kind, stack, name),
+        lasting=kind not in INSTANT, crash=kind in CRASH,
+        proof="restart_count" if kind == "gpu-driver-reset" else "restarts_seen"))
 
 
 # the matrix: every fault under steady load; the restart and crash faults under Poisson arrivals too. The
@@ -121,14 +116,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.mark.destructive
-def test_replica_recovers(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector,
+def test_replica_recovers(stack: StackHandle, run_experiment: Callable[..., ExperimentRun], summary: SummaryCollector,
         monitoring: AlertMonitor, kind: str, load: str, target: str) -> None:
-    run_recovery(stack, scenario, summary, monitoring, kind, load, target)
+    run_recovery(stack, run_experiment, summary, monitoring, kind, load, target)
 
 
-def test_baseline_no_fault(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector,
+def test_baseline_no_fault(stack: StackHandle, run_experiment: Callable[..., ExperimentRun], summary: SummaryCollector,
         monitoring: AlertMonitor, kind: None, load: str, target: str) -> None:
-    run_recovery(stack, scenario, summary, monitoring, None, load, target)
+    run_recovery(stack, run_experiment, summary, monitoring, None, load, target)
 
 
 def _standby(stack: StackHandle, tmp_path: Path, **changes: Any) -> tuple[Any, Any]:
@@ -138,34 +133,37 @@ def _standby(stack: StackHandle, tmp_path: Path, **changes: Any) -> tuple[Any, A
 
 
 @pytest.mark.proves("cold-start")
-def test_cold_start_of_a_new_replica(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector,
-        tmp_path: Path) -> None:
+def test_cold_start_of_a_new_replica(stack: StackHandle, run_experiment: Callable[..., ExperimentRun],
+        summary: SummaryCollector, tmp_path: Path) -> None:
     """Standby capacity: from `start` to the first real completion, against the cold-start SLA."""
     env = stack.env
     rep.labels(epic="Resilience", feature="Recovery", story="cold start (standby SLA)", suite="recovery")
     cfg, target = _standby(stack, tmp_path)
     url = f"http://{cfg.host}:{cfg.port}"
-    sc = scenario("cold-start", hurt=[])
-    try:
-        with sc.phase("start a new replica"):
-            t0 = time.time()
-            target.start()
-        with sc.phase("wait until it serves a real completion"):
-            sc.poll(lambda: stack.serves(url), timeout=env.slas.cold_start_s * 2,
-                    every=0.05)
-            took = time.time() - t0
-        logs = target.logs(40)
-    finally:
-        target.remove()
-    from chaos import Verdict
 
-    v = Verdict("cold start", window=(t0, t0 + took))
-    v.add("time_to_serve_s", env.slas.cold_start_s, round(took, 3), took <= env.slas.cold_start_s,
-          "process start -> first successful completion")
-    v.add("startup_line_logged", "Application startup complete.", "Application startup complete." in logs,
-          "Application startup complete." in logs)
-    summary.set("recovery", cold_start_s=round(took, 2))
-    sc.judge("the new replica served in time", [v])
+    def steps(run: Run) -> None:
+        try:
+            with run.phase("start a new replica"):
+                t0 = run.clock()
+                target.start()
+            with run.phase("wait until it serves a real completion"):
+                run.poll(lambda: stack.serves(url), timeout=env.slas.cold_start_s * 2,
+                         every=0.05)
+                took = run.clock() - t0
+            logs = target.logs(40)
+        finally:
+            target.remove()
+        from chaos import Verdict
+
+        v = Verdict("cold start", window=(t0, t0 + took))
+        v.add("time_to_serve_s", env.slas.cold_start_s, round(took, 3), took <= env.slas.cold_start_s,
+              "process start -> first successful completion")
+        v.add("startup_line_logged", "Application startup complete.", "Application startup complete." in logs,
+              "Application startup complete." in logs)
+        summary.set("recovery", cold_start_s=round(took, 2))
+        run.judge("the new replica served in time", [v])
+
+    run_experiment(Experiment("cold-start", steps=steps))
 
 
 @pytest.mark.destructive

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos import Scenario, StackHandle, SummaryCollector, explorer_for, load_schedule, plan, requires
+from chaos import Experiment, ExperimentRun, Run, StackHandle, SummaryCollector, explorer_for, load_schedule, plan, requires
 from chaos import evidence as rep
 
 KEPT = sorted(Path(__file__).parent.glob("schedule-*.yaml"))
@@ -18,18 +18,22 @@ KEPT = sorted(Path(__file__).parent.glob("schedule-*.yaml"))
 
 @pytest.mark.destructive
 @pytest.mark.parametrize("path", KEPT, ids=[p.stem for p in KEPT])
-def test_kept_schedule(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector, path: Path) -> None:
+def test_kept_schedule(stack: StackHandle, run_experiment: Callable[..., ExperimentRun], summary: SummaryCollector,
+        path: Path) -> None:
     env = stack.env
     requires(env, plan.no_local_standby)  # its restarts and kills need targets this run supervises
     schedule = load_schedule(path)
     rep.labels(epic="Resilience", feature="Regressions", story=path.stem, suite="regressions")
     rep.title(f"{path.name}: " + "; ".join(f.describe() for f in schedule.faults)
               + (f" (kept for: {schedule.breaks})" if schedule.breaks else ""))
-    sc = scenario(path.stem)
-    ex = explorer_for(env, stack, sc.out_dir, sc.bus, sc.method.stop, allow_destructive=True,
-                      server_log=lambda records: stack.server_log(records=records))
-    outcome = ex.run_one(schedule, keep=False)
-    summary.count("regressions", "schedules")
-    for note in outcome.errors:
-        rep.attach_text(note, "a fault that would not inject or revert")
-    sc.judge("healed, nothing lost, clients kept their rules", outcome.verdicts)
+
+    def steps(run: Run) -> None:
+        ex = explorer_for(env, stack, run.out_dir, run.bus, run.method.stop, allow_destructive=True,
+                          server_log=lambda records: stack.server_log(records=records))
+        outcome = ex.run_one(schedule, keep=False)
+        summary.count("regressions", "schedules")
+        for note in outcome.errors:
+            rep.attach_text(note, "a fault that would not inject or revert")
+        run.judge("healed, nothing lost, clients kept their rules", outcome.verdicts)
+
+    run_experiment(Experiment(path.stem, steps=steps))

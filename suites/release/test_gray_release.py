@@ -14,19 +14,33 @@ from collections.abc import Callable
 
 import pytest
 
-from chaos import Scenario, StackHandle, SummaryCollector, no_release_admin, plan, release_plan, requires, run_stages
+from chaos import (
+    Experiment,
+    ExperimentRun,
+    Run,
+    StackHandle,
+    SummaryCollector,
+    no_release_admin,
+    plan,
+    release_plan,
+    requires,
+    run_stages,
+)
 from chaos import evidence as rep
 
 
 @pytest.mark.slow
 @pytest.mark.proves("gray-release")
-def test_gray_release_stages(stack: StackHandle, scenario: Callable[..., Scenario], summary: SummaryCollector) -> None:
+def test_gray_release_stages(stack: StackHandle, run_experiment: Callable[..., ExperimentRun], summary: SummaryCollector) -> None:
     env = stack.env
     requires(env, plan.no_canary, no_release_admin)
     release, stages, source = release_plan()
     rep.labels(epic="Traffic switching", feature="Gray release", story="shadow -> live stages", suite="release")
     rep.title(f"gray release: {' -> '.join(x.name for x in stages)}")
-    sc = scenario("gray-release", hurt=stack.targets_in("canary"))
-    verdicts = run_stages(sc, env, release, stages, source)
-    shadow = verdicts[0].row("response diff score")
-    summary.set("release", stages=f"{len(verdicts)} of {len(stages)} passed their gates", shadow_diff=shadow.measured)
+
+    def steps(run: Run) -> None:
+        verdicts = run_stages(run, env, release, stages, source)
+        shadow = verdicts[0].row("response diff score")
+        summary.set("release", stages=f"{len(verdicts)} of {len(stages)} passed their gates", shadow_diff=shadow.measured)
+
+    run_experiment(Experiment("gray-release", steps=steps, hurt=stack.targets_in("canary")))

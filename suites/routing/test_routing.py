@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from chaos import (
-    Scenario,
+    Experiment,
+    ExperimentRun,
+    Run,
     SLOViolation,
     StackHandle,
     SummaryCollector,
@@ -86,42 +88,45 @@ def test_no_store_and_the_model_asked_for(stack: StackHandle, summary: SummaryCo
     judge("responses", [v])
 
 
-def test_misrouting_is_detected_with_its_share(stack: StackHandle, scenario: Callable[..., Scenario],
+def test_misrouting_is_detected_with_its_share(stack: StackHandle, run_experiment: Callable[..., ExperimentRun],
         summary: SummaryCollector) -> None:
     """Negative control: with the canary's weight at 0, a 5 % misroute must show as 5 % canary traffic."""
     env = stack.env
     requires(env, plan.no_gateway_admin, plan.no_canary)
     rep.labels(epic="Traffic switching", feature="Routing", story="misrouting fault", suite="routing")
-    sc = scenario("routing-misroute")
-    injected = 0.05
-    sc.inject(misroute(env, injected))
-    # enough requests to tell 5 % within 2.5 points at 3 sigma (n >= 9 p (1 - p) / 0.025^2 = 684): on the
-    # simulator that is a few seconds, on real vLLM on 2 cores (about 5 req/s) two minutes; at 103
-    # requests one sigma is 2.1 points and the check failed by chance (8 of 103 = 7.8 %)
-    needed = 9 * injected * (1 - injected) / 0.025 ** 2
-    rate = stack.capacity_rps()
-    duration = max(8.0, sc.scaled(80), min(300.0, 1.2 * needed / rate) if rate else 0.0)
-    with sc.phase("load while 5 % of requests go to the wrong pool", requests_needed=round(needed)):
-        sc.start_load(duration_s=duration, users=8)
-        records = sc.finish_load()
-    sc.revert()
-    served = [r.served_by for r in records if r.served_by]
-    wrong = [s for s in served if s.split("/", 1)[0] == "canary"]
-    share = len(wrong) / len(served) if served else 0.0
-    v = Verdict("routing: requests served by a pool that should get none")
-    v.add("misrouted_share", 0.0, round(share, 4), share == 0.0, f"{len(wrong)}/{len(served)} served by canary")
-    with pytest.raises(SLOViolation) as caught:
-        v.assert_ok()
-    rep.attach_text(str(caught.value), "the misrouting verdict (expected to fail)")
-    summary.set("routing", misroute_detected=f"{share:.1%}")
-    assert abs(share - injected) <= 0.025, f"detected share {share:.2%} is far from the injected {injected:.0%}"
-    sc.judge("no request lost while misrouted", [accounting_verdict(records, stack.server_log(records=records))])
+
+    def steps(run: Run) -> None:
+        injected = 0.05
+        run.inject(misroute(env, injected))
+        # enough requests to tell 5 % within 2.5 points at 3 sigma (n >= 9 p (1 - p) / 0.025^2 = 684): on the
+        # simulator that is a few seconds, on real vLLM on 2 cores (about 5 req/s) two minutes; at 103
+        # requests one sigma is 2.1 points and the check failed by chance (8 of 103 = 7.8 %)
+        needed = 9 * injected * (1 - injected) / 0.025 ** 2
+        rate = stack.capacity_rps()
+        duration = max(8.0, run.scaled(80), min(300.0, 1.2 * needed / rate) if rate else 0.0)
+        with run.phase("load while 5 % of requests go to the wrong pool", requests_needed=round(needed)):
+            run.start_load(duration_s=duration, users=8)
+            records = run.finish_load()
+        run.revert()
+        served = [r.served_by for r in records if r.served_by]
+        wrong = [s for s in served if s.split("/", 1)[0] == "canary"]
+        share = len(wrong) / len(served) if served else 0.0
+        v = Verdict("routing: requests served by a pool that should get none")
+        v.add("misrouted_share", 0.0, round(share, 4), share == 0.0, f"{len(wrong)}/{len(served)} served by canary")
+        with pytest.raises(SLOViolation) as caught:
+            v.assert_ok()
+        rep.attach_text(str(caught.value), "the misrouting verdict (expected to fail)")
+        summary.set("routing", misroute_detected=f"{share:.1%}")
+        assert abs(share - injected) <= 0.025, f"detected share {share:.2%} is far from the injected {injected:.0%}"
+        run.judge("no request lost while misrouted", [accounting_verdict(records, stack.server_log(records=records))])
+
+    run_experiment(Experiment("routing-misroute", steps=steps))
 
 
 MAX_LOAD_S = 300.0  # the bound on a load that runs until enough requests were answered
 
 
-def test_answers_from_another_model_are_detected(stack: StackHandle, scenario: Callable[..., Scenario],
+def test_answers_from_another_model_are_detected(stack: StackHandle, run_experiment: Callable[..., ExperimentRun],
         summary: SummaryCollector) -> None:
     """Negative control at the replicas: their fault proxies make 5 % of answers claim another model;
     the accounting's right_model check must catch that share, whatever the gateway does."""
@@ -129,27 +134,30 @@ def test_answers_from_another_model_are_detected(stack: StackHandle, scenario: C
     requires(env, plan.no_fault_proxies)
     names = [t.name for t in env.targets if t.fault_proxy]
     rep.labels(epic="Traffic switching", feature="Routing", story="answers from another model", suite="routing")
-    sc = scenario("routing-wrong-model")
-    injected = 0.05
-    rules = [rewrite_model(stack.fault_proxy(n), "another-model", fraction=injected) for n in names]
-    fault = faults.AllOf(rules)
-    sc.inject(fault)
-    # a share needs requests, not seconds: each replica's rule must have matched enough requests for
-    # 2 hits (40 at 5 %); a real-vLLM canary gets under 1 req/s, so 15 s gave it 12 and no hit at all
-    needed = round(2 / injected)
-    with sc.phase("load while 5 % of each replica's answers name another model"):
-        records = sc.load_until(lambda: all(f.counters().get("matched", 0) >= needed for f in rules),
-                                min_s=max(8.0, sc.scaled(60)), max_s=MAX_LOAD_S, users=8, retry_policy=None)
-    sc.revert()
-    sc.judge("the fault really happened", [fault_proof(fault)])
-    acc = accounting_verdict(records, stack.server_log(records=records))
-    row = acc.row("right_model")
-    with pytest.raises(SLOViolation) as caught:
-        acc.assert_ok()
-    rep.attach_text(str(caught.value), "the accounting verdict (expected to fail on right_model)")
-    assert not row.ok and "another-model" in row.detail, row
-    assert abs(row.measured - injected) <= 0.025, f"detected share {row.measured:.2%} is far from {injected:.0%}"
-    summary.set("routing", wrong_model_detected=f"{row.measured:.1%}")
+
+    def steps(run: Run) -> None:
+        injected = 0.05
+        rules = [rewrite_model(stack.fault_proxy(n), "another-model", fraction=injected) for n in names]
+        fault = faults.AllOf(rules)
+        run.inject(fault)
+        # a share needs requests, not seconds: each replica's rule must have matched enough requests for
+        # 2 hits (40 at 5 %); a real-vLLM canary gets under 1 req/s, so 15 s gave it 12 and no hit at all
+        needed = round(2 / injected)
+        with run.phase("load while 5 % of each replica's answers name another model"):
+            records = run.load_until(lambda: all(f.counters().get("matched", 0) >= needed for f in rules),
+                                     min_s=max(8.0, run.scaled(60)), max_s=MAX_LOAD_S, users=8, retry_policy=None)
+        run.revert()
+        run.judge("the fault really happened", [fault_proof(fault)])
+        acc = accounting_verdict(records, stack.server_log(records=records))
+        row = acc.row("right_model")
+        with pytest.raises(SLOViolation) as caught:
+            acc.assert_ok()
+        rep.attach_text(str(caught.value), "the accounting verdict (expected to fail on right_model)")
+        assert not row.ok and "another-model" in row.detail, row
+        assert abs(row.measured - injected) <= 0.025, f"detected share {row.measured:.2%} is far from {injected:.0%}"
+        summary.set("routing", wrong_model_detected=f"{row.measured:.1%}")
+
+    run_experiment(Experiment("routing-wrong-model", steps=steps))
 
 
 @pytest.mark.proves("hmac-signing")

@@ -27,10 +27,12 @@ from chaos import (
     ClientAnswer,
     ClientLimit,
     Environment,
+    Experiment,
+    ExperimentRun,
     FaultProxyAdmin,
     HttpFault,
     ResilientClient,
-    Scenario,
+    Run,
     StackHandle,
     SummaryCollector,
     client_commands,
@@ -90,81 +92,89 @@ def proxies(stack: StackHandle) -> list[FaultProxyAdmin]:
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_stream_fault(stack: StackHandle, proxies: list[FaultProxyAdmin], scenario: Callable[..., Scenario],
+def test_stream_fault(stack: StackHandle, proxies: list[FaultProxyAdmin],
+        run_experiment: Callable[..., ExperimentRun],
         summary: SummaryCollector, case: str) -> None:
     env = stack.env
     make, expect_whole, fault_extra_s = CASES[case]
     rep.labels(epic="Resilience", feature="Mid-stream faults", story=case, suite="streams")
     want = {True: "gets the whole answer", False: "reports an error", None: "drops the repeat or reports an error"}
     rep.title(f"{case} at every replica -> the client {want[expect_whole]}")
-    sc = scenario(f"streams-{case}")
-    with sc.phase("the truth: the same request with no fault"):
-        truth = _ask(_reference(env))
-        assert truth.ok and truth.shown, f"no fault-free answer to compare with: {truth.error}"
-        # with no fault nothing may have been dropped as a repeat: the count check itself would be wrong
-        assert "dropped" not in (truth.order or ""), f"the fault-free answer had repeats: {truth.order}"
-    commands = client_commands(env, EXAMPLES)
-    steady: dict[str, tuple[ClientAnswer, ClientLimit]] = {}
-    for name, cmd in commands.items():
-        with sc.phase(f"client command {name}: one fault-free run, for its time limit"):
-            steady[name] = stream_steady_run(name, cmd, env.endpoints.api, env.retry.deadline_s, truth,
-                                      fault_extra_s=fault_extra_s)
-    gw = env.endpoints.gateway_admin
-    errors_before = gateway_failures(gw) if gw else None
-    rules = [make(p) for p in proxies]
-    fault = faults.AllOf(rules)
-    t0 = time.time()
-    sc.inject(fault)
-    answers: dict[str, list[ClientAnswer]] = {"reference": []}
-    with sc.phase(f"reference client: {REQUESTS} streamed requests"):
-        client = _reference(env)
-        answers["reference"] = [_ask(client) for _ in range(REQUESTS)]
-    for name, cmd in commands.items():
-        limit = steady[name][1]
-        with sc.phase(f"client command {name}: {REQUESTS} streamed requests, {limit.seconds:.1f} s each at most "
-                      f"({limit.why})"):
-            answers[name] = [run_client_command(name, cmd, env.endpoints.api, timeout_s=limit.seconds)
-                             for _ in range(REQUESTS)]
-    hits = sum(f.counters().get("hits", 0) for f in rules)
-    sc.revert()
-    errors_after = gateway_failures(gw) if gw else None
-    log = stack.proxy_rows(since=t0 - 5.0)  # the replicas' side, over HTTP
-    verdicts = [client_verdict(name, got, [stream_attempts_for(a, log) for a in got], truth=truth.shown,
-                               truth_finish=truth.finish_reason, expect_whole=expect_whole)
-                for name, got in answers.items()]
-    verdicts += [stream_steady_verdict(name, ran, truth.shown) for name, (ran, _) in steady.items()]
-    verdicts.append(stream_gateway_verdict(errors_before, errors_after, hits, expect_failures=expect_whole is not True))
-    rep.attach_text("\n".join(f"{n}: ok={a.ok} error={a.error} attempts={len(stream_attempts_for(a, log).lines)} "
-                              f"window={a.window[0]:.3f}-{a.window[1]:.3f} shown={a.shown!r}"
-                              for n, got in answers.items() for a in got)
-                    + f"\ntruth: {truth.shown!r} ({truth.finish_reason})", "answers")
-    summary.count("streams", "cases")
-    summary.set("streams", **{case: "ok" if all(v.ok for v in verdicts) else "FAILED"})
-    sc.judge("the fault really happened", [fault_proof(fault, together=True)])
-    sc.judge("clients and gateway behaved", verdicts)
+
+    def steps(run: Run) -> None:
+        with run.phase("the truth: the same request with no fault"):
+            truth = _ask(_reference(env))
+            assert truth.ok and truth.shown, f"no fault-free answer to compare with: {truth.error}"
+            # with no fault nothing may have been dropped as a repeat: the count check itself would be wrong
+            assert "dropped" not in (truth.order or ""), f"the fault-free answer had repeats: {truth.order}"
+        commands = client_commands(env, EXAMPLES)
+        steady: dict[str, tuple[ClientAnswer, ClientLimit]] = {}
+        for name, cmd in commands.items():
+            with run.phase(f"client command {name}: one fault-free run, for its time limit"):
+                steady[name] = stream_steady_run(name, cmd, env.endpoints.api, env.retry.deadline_s, truth,
+                                          fault_extra_s=fault_extra_s)
+        gw = env.endpoints.gateway_admin
+        errors_before = gateway_failures(gw) if gw else None
+        rules = [make(p) for p in proxies]
+        fault = faults.AllOf(rules)
+        t0 = time.time()
+        run.inject(fault)
+        answers: dict[str, list[ClientAnswer]] = {"reference": []}
+        with run.phase(f"reference client: {REQUESTS} streamed requests"):
+            client = _reference(env)
+            answers["reference"] = [_ask(client) for _ in range(REQUESTS)]
+        for name, cmd in commands.items():
+            limit = steady[name][1]
+            with run.phase(f"client command {name}: {REQUESTS} streamed requests, {limit.seconds:.1f} s each at most "
+                           f"({limit.why})"):
+                answers[name] = [run_client_command(name, cmd, env.endpoints.api, timeout_s=limit.seconds)
+                                 for _ in range(REQUESTS)]
+        hits = sum(f.counters().get("hits", 0) for f in rules)
+        run.revert()
+        errors_after = gateway_failures(gw) if gw else None
+        log = stack.proxy_rows(since=t0 - 5.0)  # the replicas' side, over HTTP
+        verdicts = [client_verdict(name, got, [stream_attempts_for(a, log) for a in got], truth=truth.shown,
+                                   truth_finish=truth.finish_reason, expect_whole=expect_whole)
+                    for name, got in answers.items()]
+        verdicts += [stream_steady_verdict(name, ran, truth.shown) for name, (ran, _) in steady.items()]
+        verdicts.append(stream_gateway_verdict(errors_before, errors_after, hits, expect_failures=expect_whole is not True))
+        rep.attach_text("\n".join(f"{n}: ok={a.ok} error={a.error} attempts={len(stream_attempts_for(a, log).lines)} "
+                                  f"window={a.window[0]:.3f}-{a.window[1]:.3f} shown={a.shown!r}"
+                                  for n, got in answers.items() for a in got)
+                        + f"\ntruth: {truth.shown!r} ({truth.finish_reason})", "answers")
+        summary.count("streams", "cases")
+        summary.set("streams", **{case: "ok" if all(v.ok for v in verdicts) else "FAILED"})
+        run.judge("the fault really happened", [fault_proof(fault, together=True)])
+        run.judge("clients and gateway behaved", verdicts)
+
+    run_experiment(Experiment(f"streams-{case}", steps=steps))
 
 
 @pytest.mark.parametrize("case, broken", [("cut-after-3", {"no_retry_of_started_stream", "shown_in_order"}),
                                           ("duplicate-after-3", {"shown_in_order", "reported_right"})])
-def test_naive_stream_client_is_caught(stack: StackHandle, proxies: list[FaultProxyAdmin], scenario: Callable[..., Scenario],
+def test_naive_stream_client_is_caught(stack: StackHandle, proxies: list[FaultProxyAdmin],
+        run_experiment: Callable[..., ExperimentRun],
         summary: SummaryCollector, case: str, broken: set[str]) -> None:
     """Negative control: a client that prints tokens as they come, trusts [DONE] and restarts a broken
     stream must fail the verdicts that protect users."""
     env = stack.env
     rep.labels(epic="Resilience", feature="Mid-stream faults", story=f"negative control: {case}", suite="streams")
-    sc = scenario(f"streams-naive-{case}")
-    truth = _ask(_reference(env))
-    fault = faults.AllOf([CASES[case][0](p) for p in proxies])
-    t0 = time.time()
-    cmd = f"{shlex.quote(sys.executable)} {EXAMPLES / 'naive_stream.py'} {{base_url}}"
-    sc.inject(fault)
-    with sc.phase("run the naive client"):
-        got = [run_client_command("naive", cmd, env.endpoints.api, timeout_s=30) for _ in range(REQUESTS)]
-    sc.revert()
-    log = stack.proxy_rows(since=t0 - 5.0)  # the replicas' side, over HTTP
-    v = client_verdict("naive", got, [stream_attempts_for(a, log) for a in got], truth=truth.shown,
-                       truth_finish=truth.finish_reason, expect_whole=CASES[case][1])
-    failed = {r.check for r in v.failures}
-    rep.attach_text("\n".join(r.line() for r in v.rows), "naive client verdict (expected to fail)")
-    summary.set("streams", **{f"naive_caught_{case}": "yes" if broken <= failed else "NO"})
-    assert broken <= failed, f"the naive client was not caught on {case}: failed rules {sorted(failed)}"
+
+    def steps(run: Run) -> None:
+        truth = _ask(_reference(env))
+        fault = faults.AllOf([CASES[case][0](p) for p in proxies])
+        t0 = time.time()
+        cmd = f"{shlex.quote(sys.executable)} {EXAMPLES / 'naive_stream.py'} {{base_url}}"
+        run.inject(fault)
+        with run.phase("run the naive client"):
+            got = [run_client_command("naive", cmd, env.endpoints.api, timeout_s=30) for _ in range(REQUESTS)]
+        run.revert()
+        log = stack.proxy_rows(since=t0 - 5.0)  # the replicas' side, over HTTP
+        v = client_verdict("naive", got, [stream_attempts_for(a, log) for a in got], truth=truth.shown,
+                           truth_finish=truth.finish_reason, expect_whole=CASES[case][1])
+        failed = {r.check for r in v.failures}
+        rep.attach_text("\n".join(r.line() for r in v.rows), "naive client verdict (expected to fail)")
+        summary.set("streams", **{f"naive_caught_{case}": "yes" if broken <= failed else "NO"})
+        assert broken <= failed, f"the naive client was not caught on {case}: failed rules {sorted(failed)}"
+
+    run_experiment(Experiment(f"streams-naive-{case}", steps=steps))

@@ -14,19 +14,18 @@ from pathlib import Path
 from tests._support import REPO
 
 # Low to high. A module belongs to the longest entry it equals or sits under; "chaos" itself (the door) only by
-# equality. chaos.checks (the checks family) and chaos.scenario/chaos.scenarios (moving into chaos.experiment) are
-# placed ahead of their moves.
+# equality.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ground", ("chaos.errors", "chaos.shared", "chaos.env")),
     ("instruments", ("chaos.targets", "chaos.faults", "chaos.load", "chaos.observe", "chaos.resilience", "chaos.stack")),
     ("judges", ("chaos.verify", "chaos.checks", "chaos.report", "chaos.env_check")),
-    ("experiment", ("chaos.experiment", "chaos.scenario", "chaos.scenarios", "chaos.explore")),
+    ("experiment", ("chaos.experiment", "chaos.explore")),
     ("faces", ("chaos", "chaos._front", "chaos.cli", "chaos.commands", "chaos.pytest_plugin", "chaos.fixtures",
                "chaos.bridge")),
 )
 MAX_UPWARD = 3
-# The root of chaos/ holds the door, the CLI entry, the pytest plugin and the errors; scenario.py until it moves.
-ROOT_FILES = {"__init__.py", "_front.py", "cli.py", "pytest_plugin.py", "errors.py", "scenario.py"}
+# The root of chaos/ holds the door, the CLI entry, the pytest plugin and the errors.
+ROOT_FILES = {"__init__.py", "_front.py", "cli.py", "pytest_plugin.py", "errors.py"}
 REASON = "upward"
 
 Edge = tuple[str, int, str]  # (importing file, line, imported file), paths relative to the checkout

@@ -1,4 +1,4 @@
-"""A scenario on the real embedded stack given a short budget fails on it, naming the phase, and its
+"""An experiment on the real embedded stack given a short budget fails on it, naming the phase, and its
 fault (a real Toxiproxy toxic) is reverted: the next test of the same session finds no toxic left.
 Run as a team's own suite would be: a project outside the repository, no conftest.py, the fixtures
 from the installed plugin."""
@@ -16,15 +16,18 @@ from tests._support import REPO, require
 from tests.standins.stack.stack_env import write_env
 
 SUITE = """
-from chaos import Budget, PhaseBudget, jitter
+from chaos import Budget, Experiment, PhaseBudget, jitter
 
 
-def test_a_hold_past_its_budget(stack, scenario):
-    sc = scenario("short budget", budget=Budget([PhaseBudget("inject", 60.0, "room for the rest"),
-                                                 PhaseBudget("hold fault", 3.0, "a 3 s test budget")]))
-    sc.observe(stack.env.endpoints.api)
-    sc.inject(jitter(stack.toxiproxy, "client", latency=50, jitter=10))
-    sc.hold(120.0)
+def test_a_hold_past_its_budget(stack, run_experiment):
+    def steps(run):
+        run.observe(stack.env.endpoints.api)
+        run.inject(jitter(stack.toxiproxy, "client", latency=50, jitter=10))
+        run.hold(120.0)
+
+    run_experiment(Experiment("short budget", steps=steps),
+                   budget=Budget([PhaseBudget("inject", 60.0, "room for the rest"),
+                                  PhaseBudget("hold fault", 3.0, "a 3 s test budget")]))
 
 
 def test_the_toxic_is_gone(stack):

@@ -10,7 +10,7 @@ from chaos.env import load
 from chaos.experiment import events as ev
 from chaos.experiment import suite_budgets as budgets
 from chaos.experiment.budget import Budget, BudgetExceeded, PhaseBudget
-from chaos.scenario import Scenario
+from chaos.experiment.run import Run
 
 STAGING = {"STAGING_API_KEY": "k", "HF_TOKEN": "t"}
 
@@ -31,7 +31,7 @@ class Fault:
 
 def _scenario(tmp_path, budget: Budget, env: str = "local"):
     now = [1000.0]
-    sc = Scenario(load(env, environ=STAGING), "budget", tmp_path, clock=lambda: now[0],
+    sc = Run(load(env, environ=STAGING), "budget", tmp_path, clock=lambda: now[0],
                   sleep=lambda s: now.__setitem__(0, now[0] + s), budget=budget)
     return sc, now
 

@@ -139,10 +139,10 @@ class _GrowingLoad:
 
 def _scenario_on_fake_clock(tmp_path, recs):
     from chaos.env import load as load_env
-    from chaos.scenario import Scenario
+    from chaos.experiment.run import Run
 
     now = [T_REV]
-    sc = Scenario(load_env("local", environ={}), "steady", tmp_path, clock=lambda: now[0],
+    sc = Run(load_env("local", environ={}), "steady", tmp_path, clock=lambda: now[0],
                   sleep=lambda s: now.__setitem__(0, now[0] + s))
     sc.load = _GrowingLoad(lambda: now[0], recs)
     return sc, now

@@ -1,16 +1,18 @@
-"""A replica's recovery, step by step: load (closed-loop users or Poisson arrivals), a fault on one target (or
+"""A replica's recovery as an Experiment (`recovery_run(...)`), whose steps are:
+load (closed-loop users or Poisson arrivals), a fault on one target (or
 none: the baseline under the same load and observers), held where it lasts until the engine died of it, the
 stack healing itself, a steady window after, then the verdicts: the fault happened, the replica recovered
 within the SLAs with nothing lost beyond the fault's allowance, the alerts saw it (and the baseline paged
 nobody)."""
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from chaos.experiment import suite_budgets as budgets
+from chaos.experiment.runner import Experiment
 from chaos.experiment.suite import fault_happened
+from chaos.experiment.waits import engine_restarted
 from chaos.report import allure as rep
 from chaos.report.summary import add_recovery
 from chaos.report.tables import latency_table
@@ -21,24 +23,50 @@ from chaos.verify.restart_policy import check_restart_policy
 from chaos.verify.verdict import Verdict
 
 if TYPE_CHECKING:
+    from chaos.experiment.run import Run
     from chaos.experiment.running_stack import RunningStack as StackHandle
     from chaos.faults import Fault
     from chaos.report.summary import SummaryCollector
-    from chaos.scenario import Scenario
     from chaos.verify.alert_watch import AlertMonitor
 
 
-class RecoveryRun:
-    """One recovery scenario: fault `kind` (None: the no-fault baseline) on target `name` under load `load`."""
+def recovery_run(stack: StackHandle, monitoring: AlertMonitor, summary: SummaryCollector, kind: str | None,
+                 name: str, load: str, *, profile: dict[str, Any] | None = None,
+                 fault: Callable[[], Fault] | None = None, lasting: bool = False, crash: bool = False,
+                 proof: str = "restarts_seen") -> Experiment:
+    """Fault `kind` (None: the no-fault baseline) on target `name` under load `load` (`profile`: the load's
+    overrides, see RecoverySteps.start_load), as an Experiment for the one runner.
 
-    def __init__(self, stack: StackHandle, scenario: Callable[..., Scenario], monitoring: AlertMonitor,
+    `fault()` makes the fault when its time comes (after the steady state); `lasting`, `crash` and `proof`:
+    RecoverySteps.inject. The run observes the hurt replica directly and the API in front of it."""
+    rep.labels(epic="Resilience", feature="Recovery", story=kind or "baseline", suite="recovery")
+    rep.title(f"{kind or 'no fault (baseline)'} on {name} under {load} load")
+    if (kind is None) != (fault is None):
+        raise ValueError("recovery_run: give `fault` exactly when `kind` names one")
+
+    def steps(run: Run) -> None:
+        r = RecoverySteps(stack, run, monitoring, kind, name, load)
+        r.start_load(**(profile or {}))
+        if fault is None:
+            r.no_fault()
+        else:
+            r.inject(fault(), lasting=lasting, crash=crash, proof=proof)
+            r.wait_recovered()  # the stack must heal itself, from the moment the fault had taken effect
+        r.observe_steady()  # a full rolling window after recovery at least, up to the steady-state SLA
+        r.judge(summary)  # the fault happened; recovered within the SLAs, nothing lost; the alerts saw it
+
+    return Experiment(f"{kind or 'baseline'}-{name}-{load}", steps=steps, hurt=(name,))
+
+
+class RecoverySteps:
+    """The steps of one recovery run on the run handle `sc`; every time it reads is the handle's clock."""
+
+    def __init__(self, stack: StackHandle, sc: Run, monitoring: AlertMonitor,
                  kind: str | None, name: str, load: str) -> None:
-        """The scenario, observing the hurt replica directly and the API in front of it."""
+        """Observing the hurt replica directly and the API in front of it."""
         self.stack, self.monitoring, self.kind, self.name, self.load = stack, monitoring, kind, name, load
         self.env = env = stack.env
-        rep.labels(epic="Resilience", feature="Recovery", story=kind or "baseline", suite="recovery")
-        rep.title(f"{kind or 'no fault (baseline)'} on {name} under {load} load")
-        self.sc = sc = scenario(f"{kind or 'baseline'}-{name}-{load}", hurt=[name])
+        self.sc = sc
         sc.observe(stack.direct_url(name))
         sc.observe(env.endpoints.api, source="api")
         self.target = stack.target(name)
@@ -50,7 +78,7 @@ class RecoveryRun:
     def start_load(self, **profile: Any) -> None:
         """The load, long enough for the slowest allowed recovery plus the steady windows after it.
 
-        `profile`: Scenario.start_load's overrides (shape "rate": arrivals at the environment's load.rate_per_s).
+        `profile`: Run.start_load's overrides (shape "rate": arrivals at the environment's load.rate_per_s).
         Then steady state, the alerts' watch and the target's restart count before anything is done to it."""
         sc, env = self.sc, self.env
         with sc.phase("start load", profile=self.load):
@@ -63,7 +91,7 @@ class RecoveryRun:
     def no_fault(self) -> None:
         """The baseline: the same load and observers for as long as a fault's scenario would hurt."""
         self.sc.wait(self.sc.scaled(20), "no fault: same load, same observers")
-        self.t_inject = self.t_end = time.time()
+        self.t_inject = self.t_end = self.sc.clock()
 
     def inject(self, fault: Fault, *, lasting: bool, crash: bool, proof: str = "restarts_seen") -> None:
         """Inject `fault`; a `lasting` one is held until the engine died of it, then undone.
@@ -74,12 +102,12 @@ class RecoveryRun:
         restart is not what a restart fault raised)."""
         sc, target = self.sc, self.target
         self.crash, self.proof = crash, proof
-        self.t_inject = time.time()
+        self.t_inject = self.sc.clock()
         info = sc.inject(fault)
         # the stack must heal itself: recovery counts from the moment the fault had taken effect (a
         # restart's inject returns once the old process is gone: a probe the old process answered while
         # it was terminating is not a recovery; at time_scale 1.0 one read 0.04 s for a 620 s restart)
-        self.t_end = time.time()
+        self.t_end = self.sc.clock()
         self.alerts.took_effect(self.t_end)
         self.evidence = dict(getattr(fault, "evidence", {}) or {}, **(info or {}))
         engine_died = False
@@ -96,6 +124,7 @@ class RecoveryRun:
         process gone, RankFreeze.engine_died), else by the restart. The replica's restart may come well after:
         its processes must all exit first, and a frozen rank vLLM SIGKILLed took 18 s to (docs/vllm-fidelity.md);
         that wait is the replica's recovery, bounded by slas.recovery_s. Returns whether the engine died."""
+
         sc, target, cfg = self.sc, self.target, self.env.target(self.name)
         died: Callable[[], bool] | None = getattr(fault, "engine_died", None)
 
@@ -107,9 +136,9 @@ class RecoveryRun:
         def dead() -> bool:  # the restart every tick; the engine's processes once a second (a docker top each)
             if restarted():
                 return True
-            if died is None or time.monotonic() - asked[0] < 1.0:
+            if died is None or sc.clock() - asked[0] < 1.0:
                 return False
-            asked[0] = time.monotonic()
+            asked[0] = sc.clock()
             return died()
 
         timeout, wait = budgets.engine_timeout(cfg)[0], budgets.engine_death_wait(cfg)[0]  # vLLM's teardown included
@@ -118,12 +147,12 @@ class RecoveryRun:
         was_restarted = restarted()  # asked once: each ask is a call to the target's engine
         gone = was_restarted or (died is not None and died())
         if gone and not was_restarted:
-            self.evidence["engine_dead_seen_after_s"] = round(time.time() - self.t_inject, 2)
+            self.evidence["engine_dead_seen_after_s"] = round(self.sc.clock() - self.t_inject, 2)
             restart_s = budgets.restart_after_engine_death(self.env)[0]
             with sc.phase("wait for the replica's restart", timeout_s=restart_s):
-                sc.poll(restarted, timeout=restart_s, every=0.1)
+                sc.wait_until(engine_restarted(target, before=self.restarts_before), restart_s, every=0.1)
         # the fault's window (its accounting allowance) ends when the replica was replaced, as before
-        self.evidence["engine_died_after_s"] = round(time.time() - self.t_inject, 2)
+        self.evidence["engine_died_after_s"] = round(self.sc.clock() - self.t_inject, 2)
         return gone
 
     def wait_recovered(self) -> None:
@@ -153,6 +182,7 @@ class RecoveryRun:
 
         Stage 1: the fault's proof and the restarts seen. Then recovery within the SLAs (its probes and the traffic
         it served) and the accounting (nothing lost beyond the fault's allowance); then the alerts."""
+
         sc, stack, env, name, kind = self.sc, self.stack, self.env, self.name, self.kind
         self.alerts.settle()  # under the same load: each expected alert fires, pages and clears, or its time runs out
         records = sc.stop_load()

@@ -1,15 +1,15 @@
-"""Scenario's waits on its own clock: what the suites use instead of sleeping to poll."""
+"""The run handle's waits on its own clock: what the suites use instead of sleeping to poll."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 from chaos.env import load
-from chaos.scenario import Scenario
+from chaos.experiment.run import Run
 
 
 def _scenario(tmp_path):
     now = [1000.0]
-    sc = Scenario(load("local", environ={}), "waits", tmp_path, clock=lambda: now[0],
+    sc = Run(load("local", environ={}), "waits", tmp_path, clock=lambda: now[0],
                   sleep=lambda s: now.__setitem__(0, now[0] + s))
     return sc, now
 
@@ -53,7 +53,7 @@ def test_a_load_that_never_records_a_request_fails_the_steady_state(tmp_path):
     import pytest
 
     from chaos.errors import SLOViolation
-    from chaos.scenario import LOAD_START_S
+    from chaos.experiment.run import LOAD_START_S
 
     sc, now = _scenario(tmp_path)
     sc.load = SimpleNamespace(progress=lambda: (0, 0))

@@ -1,4 +1,4 @@
-"""A suite's Scenario walks the same experiment method as the declarative runner: its phases, fault
+"""A suite's Run handle walks the same experiment method as the declared sequence: its phases, fault
 and verdicts are typed events that the timeline, the journal and the Allure steps hear; `chaos stop`
 ends its waits and its fault is reverted on every way out."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from chaos.errors import FaultError, FaultNotEffective
 from chaos.experiment import events as ev
 from chaos.experiment import request_stop
 from chaos.experiment.method import StopAsked
-from chaos.scenario import Scenario
+from chaos.experiment.run import Run
 from chaos.verify.verdict import Verdict
 
 
@@ -38,7 +38,7 @@ class Fault:
 def _scenario(tmp_path, **kw):
     now = [1000.0]
     env = load("local", environ={}).model_copy(update={"state_dir": str(tmp_path / "state")})
-    sc = Scenario(env, "kill replica-a", tmp_path / "out", clock=lambda: now[0],
+    sc = Run(env, "kill replica-a", tmp_path / "out", clock=lambda: now[0],
                   sleep=lambda s: now.__setitem__(0, now[0] + s), **kw)
     return sc, now
 

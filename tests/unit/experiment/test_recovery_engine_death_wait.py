@@ -1,4 +1,4 @@
-"""The recovery suite's hold of a frozen rank (chaos.scenarios.recovery.RecoveryRun._wait_engine_death, issue 30):
+"""The recovery suite's hold of a frozen rank (chaos.experiment.recovery_run.RecoverySteps._wait_engine_death):
 it ends when the engine died of the freeze, seen directly (the fault's engine_died) well before the replica's
 restart, then waits for that restart in a phase of its own, bounded by slas.recovery_s; the revert then does not
 ask the rank to be still stopped. Measured on the stripped vLLM image: the engine gone 18 s after the freeze, the
@@ -12,17 +12,21 @@ from typing import Any
 import pytest
 
 from chaos.experiment import suite_budgets as budgets
-from chaos.scenarios import recovery
-from chaos.scenarios.recovery import RecoveryRun
+from chaos.experiment.recovery_run import RecoverySteps
 
 
 class Clock:
     t = 0.0
 
 
-class Scenario:
+class FakeRun:
+    """The run handle's clock, phases and waits; the steps read no clock of their own."""
+
     def __init__(self, clock: Clock) -> None:
-        self.clock, self.phases = clock, []  # type: ignore[var-annotated]
+        self.c, self.phases = clock, []  # type: ignore[var-annotated]
+
+    def clock(self) -> float:
+        return self.c.t
 
     @contextmanager
     def phase(self, name: str, **detail: Any) -> Iterator[None]:
@@ -30,12 +34,16 @@ class Scenario:
         yield
 
     def poll(self, done: Callable[[], bool], timeout: float, every: float = 0.2) -> bool:
-        end = self.clock.t + timeout
-        while self.clock.t < end:
+        end = self.c.t + timeout
+        while self.c.t < end:
             if done():
                 return True
-            self.clock.t += every
+            self.c.t += every
         return done()
+
+    def wait_until(self, condition: Any, timeout: float, every: float = 0.2) -> bool:
+        condition.reset()
+        return self.poll(lambda: condition.done(self), timeout, every)
 
 
 class Replica:
@@ -69,15 +77,14 @@ class Env:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     c = Clock()
-    monkeypatch.setattr(recovery.time, "monotonic", lambda: c.t)
     monkeypatch.setattr(budgets, "engine_timeout", lambda cfg: (20.0, "timeout"))
     monkeypatch.setattr(budgets, "engine_death_wait", lambda cfg: (49.0, "timeout + teardown + slack"))
     return c
 
 
-def _run(clock: Clock, restart_at: float | None) -> RecoveryRun:
-    run = object.__new__(RecoveryRun)
-    run.sc, run.env, run.name = Scenario(clock), Env(), "replica-a"  # type: ignore[assignment]
+def _run(clock: Clock, restart_at: float | None) -> RecoverySteps:
+    run = object.__new__(RecoverySteps)
+    run.sc, run.env, run.name = FakeRun(clock), Env(), "replica-a"  # type: ignore[assignment]
     run.target, run.restarts_before = Replica(clock, restart_at), 0  # type: ignore[assignment]
     run.evidence, run.t_inject = {}, 0.0
     return run

@@ -1,15 +1,17 @@
-"""A breaker tier, step by step: load through the gateway until the canary's breaker window is full, a fault
+"""A breaker tier as an Experiment (`breaker_tier(...)`), whose steps are:
+load through the gateway until the canary's breaker window is full, a fault
 sized from the environment's own `breaker:` policy on the canaries, hold, revert, recovery (operator reset,
 held to the end, or half-open probing back to closed), then the verdicts: the fault happened, the breaker
 reached the tier the policy gives (spec vs observed, or the anomaly rule), nothing lost, the alerts saw it."""
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from chaos.experiment.runner import Experiment
 from chaos.experiment.suite import fault_proof, gateway_admin
+from chaos.experiment.waits import breaker_closed, window_full
 from chaos.faults import AllOf
 from chaos.observe.gateway import GatewayStateObserver
 from chaos.report import allure as rep
@@ -24,10 +26,10 @@ from chaos.verify.breaker_table import spec_vs_observed, write_table
 from chaos.verify.verdict import Verdict
 
 if TYPE_CHECKING:
+    from chaos.experiment.run import Run
     from chaos.experiment.running_stack import RunningStack as StackHandle
     from chaos.faults import Fault
     from chaos.report.summary import SummaryCollector
-    from chaos.scenario import Scenario
     from chaos.verify.alert_watch import AlertMonitor
 
 
@@ -37,24 +39,55 @@ def _skip(why: str) -> None:
     pytest.skip(why)
 
 
-class BreakerTier:
-    """One breaker scenario (`name`, one of BREAKER_SIZE_NAMES) on the stack's canaries, step by step."""
+def breaker_tier(stack: StackHandle, monitoring: AlertMonitor, summary: SummaryCollector, name: str, *,
+                 users: int, duration_s: float,
+                 faults: Callable[[list[str], Size], Sequence[Fault]]) -> Experiment:
+    """Breaker scenario `name` (one of BREAKER_SIZE_NAMES) on the stack's canaries, as an Experiment for the
+    one runner: `users` closed-loop users for `duration_s`, `faults(canaries, size)` made when the canary's
+    window is full. Skips now where the canary cannot get the calls per window this tier needs."""
+    size = sizes(stack.env.breaker)[name]
+    _enough_canary_traffic(stack, size)
+    canaries = stack.targets_in("canary")
+    kind = stack.env.gateway.kind if stack.env.gateway else "external"
+    rep.labels(epic="Resilience", feature="Circuit breaker", story=name, suite="breaker")
+    rep.title(f"{name}: {size.label()} on the canary -> expect {size.expect} ({kind} gateway)")
 
-    def __init__(self, stack: StackHandle, scenario: Callable[..., Scenario], monitoring: AlertMonitor,
-                 name: str) -> None:
-        """Skips where the canary cannot get the calls per window this tier needs; else a scenario with the
-        gateway's state watched (its metric; its admin API where it has one) beside the black-box verdict."""
+    def steps(run: Run) -> None:
+        tier = BreakerSteps(stack, run, monitoring, name)
+        tier.start_load(users=users, duration_s=duration_s)
+        tier.fill_canary_window()  # the fault is judged on a full window, not on the calls the fault slows
+        tier.inject(faults(tier.canaries, tier.size))
+        tier.hold()  # a rollback: the canary stays out until an operator reset
+        tier.revert()
+        tier.recover()  # the operator reset, or half-open probing until the canary is closed and stays so
+        tier.judge(summary)  # the fault happened; the breaker's tier and timing, nothing lost; the alerts saw it
+
+    return Experiment(f"breaker-{name}", steps=steps, hurt=tuple(canaries))
+
+
+def _enough_canary_traffic(stack: StackHandle, size: Size) -> None:
+    """Skip early where even the capacity measured at warm-up cannot give the canary the calls per
+    window that the tier needs (errors and latency: more calls never hurt those)."""
+    p, rate = stack.env.breaker, stack.capacity_rps()
+    if rate is None or size.kind not in ("errors", "latency"):
+        return
+    if (why := why_not(p, size, int(rate * p.canary_weight * p.window_s))) is not None:
+        _skip(f"{why}; at most, from {rate:.1f} req/s measured at warm-up x canary_weight {p.canary_weight:g}")
+
+
+class BreakerSteps:
+    """The steps of one breaker run on the run handle `sc`; every time it reads is the handle's clock."""
+
+    def __init__(self, stack: StackHandle, sc: Run, monitoring: AlertMonitor, name: str) -> None:
+        """The gateway's state watched (its metric; its admin API where it has one) beside the black-box verdict."""
         self.stack, self.name, self.monitoring = stack, name, monitoring
         env = stack.env
         self.policy = env.breaker
         self.size: Size = sizes(self.policy)[name]
         self.admin = bool(env.endpoints.gateway_admin)
         self.kind = env.gateway.kind if env.gateway else "external"
-        self._enough_canary_traffic()
         self.canaries = stack.targets_in("canary")
-        rep.labels(epic="Resilience", feature="Circuit breaker", story=name, suite="breaker")
-        rep.title(f"{name}: {self.size.label()} on the canary -> expect {self.size.expect} ({self.kind} gateway)")
-        self.sc = sc = scenario(f"breaker-{name}", hurt=self.canaries)
+        self.sc = sc
         sc.observe(env.endpoints.api)
         gateway_state.watch(sc, env)  # the gateway's own state metric, shown beside the black-box verdict
         self.obs: GatewayStateObserver | None = None
@@ -67,7 +100,7 @@ class BreakerTier:
     def start_load(self, *, users: int, duration_s: float) -> None:
         """Closed-loop users through the gateway, then steady state for half a breaker window (3 s at least)."""
         with self.sc.phase("start load"):
-            self.load_t0 = time.time()
+            self.load_t0 = self.sc.clock()
             self.sc.start_load(duration_s=duration_s, users=users)
         self.sc.steady_state(max(3.0, self.policy.window_s * 0.5))
 
@@ -83,7 +116,7 @@ class BreakerTier:
         """The faults, all at once (the breaker sees them as one); the alerts' clock starts."""
         self.fault = AllOf(faults)
         self.alerts = self.monitoring.watch(self.name)  # what this scenario must page (monitoring.expect)
-        self.t0 = time.time()
+        self.t0 = self.sc.clock()
         self.sc.inject(self.fault)
         self.alerts.took_effect()
 
@@ -96,7 +129,7 @@ class BreakerTier:
     def revert(self) -> None:
         """Undo the faults; the alerts' recovery clock starts."""
         self.sc.revert()
-        self.t1 = self.until = time.time()
+        self.t1 = self.until = self.sc.clock()
         self.alerts.recovered(self.t1)
 
     def recover(self) -> None:
@@ -107,14 +140,14 @@ class BreakerTier:
         sc, policy = self.sc, self.policy
         if self.size.expect == "rollback" and self.admin:
             sc.wait(policy.window_s * 0.5, "hold after revert: still rolled back")
-            self.until = time.time()
+            self.until = self.sc.clock()
             with sc.phase("operator reset"):
                 gateway_admin(self.stack, "POST", "/admin/reset")
         if self.size.expect == "rollback" and not self.admin:
             # no reset ends it: held to the scenario's end, longer than any degrade may stay out, or
             # a timed ban (nginx's fail_timeout) that began late in the fault passes for a rollback
             sc.wait(degrade_recovery_s(policy), "no operator reset: still rolled back at the scenario's end")
-            self.until = time.time()
+            self.until = self.sc.clock()
         else:
             with sc.phase("recovery: half-open probing, then closed"):
                 if self.obs is not None:
@@ -133,7 +166,7 @@ class BreakerTier:
         self.alerts.settle()  # under the same load: each expected alert fires, pages and clears, or its time runs out
         records = sc.stop_load()
         stack.attribute_replicas(records)  # which replica served each request, where no pool header said so
-        attempts = stack.upstream_attempts(self.load_t0, time.time()) or records
+        attempts = stack.upstream_attempts(self.load_t0, self.sc.clock()) or records
         stage1 = fault_proof(self.fault)
         verdicts: list[Verdict] = [accounting_verdict(records, stack.server_log(records=records))]
         analysis = analyze(attempts, policy, baseline_until=self.t0)
@@ -159,15 +192,6 @@ class BreakerTier:
         sc.judge("the breaker behaved", verdicts)
         sc.judge("the monitoring saw it", [self.alerts.verdict(fault_proven=stage1.ok, timeline=sc.timeline)])
 
-    def _enough_canary_traffic(self) -> None:
-        """Skip early where even the capacity measured at warm-up cannot give the canary the calls per
-        window that the tier needs (errors and latency: more calls never hurt those)."""
-        p, rate = self.policy, self.stack.capacity_rps()
-        if rate is None or self.size.kind not in ("errors", "latency"):
-            return
-        if (why := why_not(p, self.size, int(rate * p.canary_weight * p.window_s))) is not None:
-            _skip(f"{why}; at most, from {rate:.1f} req/s measured at warm-up x canary_weight {p.canary_weight:g}")
-
     def _canary_calls(self) -> int:
         """Calls in the canary's breaker window: the gateway's own count where it has an admin API, else
         the calls its fault proxies passed (all of them: a health check is a call too, 1/s at most)."""
@@ -186,22 +210,10 @@ class BreakerTier:
         only after the fault was reverted. Without an admin API the window is the proxies' count over
         the last window_s (a gateway that still bans the canary from the last test has not filled it)."""
         p = self.policy
-        seen: list[tuple[float, int]] = []
-        calls = [0]
-
-        def full() -> bool:
-            now, total = time.monotonic(), self._canary_calls()
-            seen.append((now, total))
-            if not self.admin:
-                older = [c for t, c in seen if t <= now - p.window_s]
-                calls[0] = total - older[-1] if older else 0
-            else:
-                calls[0] = total
-            return calls[0] >= target
-
+        full = window_full(calls=target, count=self._canary_calls, window_s=None if self.admin else p.window_s)
         with self.sc.phase(f"steady state: the canary's breaker window holds {target} calls"):
-            self.sc.poll(full, timeout=2 * p.window_s, every=0.5)
-        return calls[0]
+            self.sc.wait_until(full, timeout=2 * p.window_s, every=0.5)
+        return full.seen
 
     def _wait_closed(self) -> None:
         """Until the gateway's canary breaker is closed and STAYS closed: right after the revert the window
@@ -209,13 +221,5 @@ class BreakerTier:
         policy, obs = self.policy, self.obs
         assert obs is not None
         settle = min(policy.window_s, 5.0)
-        closed_since: list[float | None] = [None]
-
-        def settled() -> bool:
-            if obs.states.get("canary") != "closed":
-                closed_since[0] = None
-            elif closed_since[0] is None:
-                closed_since[0] = time.time()
-            return closed_since[0] is not None and time.time() - closed_since[0] >= settle
-
-        self.sc.poll(settled, timeout=policy.window_s + 8 * policy.open_wait_s + policy.reaction_allowance_s, every=0.2)
+        self.sc.wait_until(breaker_closed(lambda: obs.states.get("canary"), stays_s=settle),
+                           timeout=policy.window_s + 8 * policy.open_wait_s + policy.reaction_allowance_s, every=0.2)

@@ -1,0 +1,151 @@
+"""The load and the observers of a run under pytest (`Run`, run.py): probers on an endpoint, the
+environment's load profile started, stopped, drained or run until enough requests came back. Every wait
+runs on the run's clock through its Method."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from chaos.errors import SLOViolation
+from chaos.experiment import events as ev
+from chaos.experiment.handle import RunHandle
+from chaos.load.records import RequestRecord
+from chaos.observe.completion import CompletionProber
+from chaos.observe.health import HealthProber
+
+if TYPE_CHECKING:
+    from chaos.env import Environment
+    from chaos.experiment.budget import Budget
+    from chaos.observe.timeline import Timeline
+
+# how long a started load may take to record its first request (Locust's start and its users' spawn on a
+# busy 2-core machine take seconds; a load that sends nothing in a minute is broken, not slow)
+LOAD_START_S = 60.0
+
+
+class LoadSteps(RunHandle):
+    """A run's observers and load (the environment's); `Run` adds the fault and the verdicts."""
+
+    env: Environment
+    out_dir: Path
+    timeline: Timeline
+    budget: Budget | None
+    observers: list[Any]
+    records: list[RequestRecord]
+    loads_started: int
+
+    @staticmethod
+    def source(kind: str, where: str | None) -> str:
+        """Timeline source name: `health` / `completion` for the primary (hurt) endpoint, else `kind:where`."""
+        return kind if where is None else f"{kind}:{where}"
+
+    def scaled(self, seconds: float) -> float:
+        """A duration from a suite, scaled by the environment's time_scale (never below 1 s)."""
+        return max(1.0, seconds * self.env.time_scale)
+
+    def observe(self, base_url: str, *, source: str | None = None, health: bool = True,
+                completion: bool = True, models: bool = True) -> None:
+        """Start /health (10 Hz), /v1/models (2 Hz) and completion (~3 Hz) probers on base_url.
+
+        The first two are what the endpoint claims, the third what it does (chaos.verify.health_truth).
+
+        source=None marks the primary endpoint (the one the recovery verdict reads)."""
+        # probers outlive the scenario's time budget: at time_scale 1.0 a restart can take longer than 600 s
+        limit = max(600.0, self.env.safety.abort.max_fault_duration_s, self.budget.total if self.budget else 0.0)
+        if health:
+            at_api = base_url.rstrip("/") == self.env.endpoints.api.rstrip("/")
+            h = HealthProber(base_url, self.timeline, interval_s=0.1, max_duration_s=limit,
+                             path=self.env.endpoints.health_path if at_api else "/health")
+            h.source = self.source("health", source)
+            self.observers.append(h.start())
+        if models:  # a second claim, at a modest rate: it lists the model while the engine may be dead
+            auth = {"authorization": f"Bearer {self.env.endpoints.api_key}"} if self.env.endpoints.api_key else {}
+            m = HealthProber(base_url, self.timeline, interval_s=0.5, timeout_s=1.0, max_duration_s=limit,
+                             path="/v1/models", headers=auth)
+            m.source = self.source("models", source)
+            self.observers.append(m.start())
+        if completion:
+            c = CompletionProber(base_url, self.timeline, model=self.env.endpoints.model, interval_s=0.3,
+                                 timeout_s=2.0, api_key=self.env.endpoints.api_key, max_duration_s=limit)
+            c.source = self.source("completion", source)
+            self.observers.append(c.start())
+
+    def start_load(self, url: str | None = None, **overrides: Any) -> None:
+        """Start background load against the client endpoint (or `url`) with the environment's profile."""
+        from chaos.load.runner import start_env_load
+
+        self.loads_started += 1  # each load its own record directory: a second run never reads the first's
+        out = self.out_dir / ("load" if self.loads_started == 1 else f"load-{self.loads_started}")
+        self.load = start_env_load(self.env, out_dir=out, url=url,
+                                   **{"duration_s": self.scaled(self.env.load.duration_s), "seed": 0, **overrides})
+
+    def add_observer(self, observer: Any) -> Any:
+        """Keep a started observer (anything with stop()) running until the scenario closes."""
+        self.observers.append(observer)
+        return observer
+
+    def stop_load(self) -> list[RequestRecord]:
+        """Stop the load now and collect its records (also kept as `records`)."""
+        if self.load is not None:
+            self._collect(self.load.stop())
+            self.load = None
+        return self.records
+
+    def _await_load_flowing(self) -> None:
+        """Wait until the started load has recorded a request (its records reach the file every flush_s). On a
+        busy machine Locust can take longer to start than the steady state's window: a fault injected before
+        any request is open gets the error budget alone as its allowance, and the requests sent into the
+        restart then break it."""
+        progress = getattr(self.load, "progress", None)
+        if progress is None:
+            return
+        if not self.poll(lambda: progress()[0] > 0, timeout=LOAD_START_S, every=0.2):
+            raise SLOViolation(f"steady state: the load recorded no request in {LOAD_START_S:g} s after it started; "
+                               "a fault now would be judged against traffic that never flowed",
+                               limit=">= 1 request", measured=0)
+
+    def observe_steady(self, since: float, *, at_least_s: float, until: float,
+                       steady: Callable[[list[RequestRecord]], bool]) -> None:
+        """Keep the load running for `at_least_s`, then until `steady(records so far)` holds or the
+        clock reaches `until` (the steady-state SLA's deadline), whichever comes first.
+
+        A fixed hold decided nothing when the recovered replica got little traffic (its clients were
+        still backing off, or stuck on a slow neighbour): its rolling window had too few requests to
+        judge, and the verdict read "never steady" although the SLA's time was not used up."""
+        with self.phase("steady state after recovery"):
+            self.method.wait(at_least_s)
+            while self.clock() < until and self.load is not None and not steady(self.load.records()):
+                self.method.wait(1.0)
+        self.method.publish(ev.Noted, what="steady_observed", detail={"since": since})
+
+    def load_until(self, enough: Callable[[], bool], *, min_s: float, max_s: float, poll_s: float = 1.0,
+                   **overrides: Any) -> list[RequestRecord]:
+        """Run load for at least `min_s` and until `enough()` holds (at most `max_s`), then collect it.
+
+        For a verdict that needs a number of requests, not a duration: a slow backend (real vLLM on
+        2 cores serves a tenth of the simulator's rate) gets the time it needs, a fast one stops early."""
+        self.start_load(duration_s=max_s, **overrides)
+        start = self.clock()
+        with self.phase("load until enough requests", min_s=round(min_s, 1), max_s=round(max_s, 1)):
+            while self.clock() - start < max_s:
+                if self.clock() - start >= min_s and enough():
+                    break
+                self.method.wait(poll_s)
+            self._collect(self.load.stop())
+        self.load = None
+        return self.records
+
+    def finish_load(self) -> list[RequestRecord]:
+        """Wait for the load run to end and collect its records."""
+        if self.load is None:
+            return self.records
+        with self.phase("drain load"):
+            self._collect(self.load.wait())  # the run's own deadline: its duration plus the runner's grace
+        self.load = None
+        return self.records
+
+    def _collect(self, result: Any) -> None:
+        self.records = result.records
+        for lost in result.lost_workers:  # the run went on without it: say so next to the verdicts
+            self.method.publish(ev.Noted, what="load_worker_lost", detail={"worker": lost})
