@@ -1,7 +1,9 @@
 """Kill TP rank 1 of replica-b during a burst of 32k prompts: its engine dies, comes back, nothing is lost."""
 import pytest
 
-from chaos import Experiment, accounting_verdict, fault_allowance, fault_happened, rank_kill
+from chaos import Experiment, accounting_verdict, fault_happened
+from chaos.faults import rank_kill
+from chaos.verify.accounting import fault_allowance
 
 
 @pytest.mark.destructive

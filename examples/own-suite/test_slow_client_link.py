@@ -1,7 +1,8 @@
 """300 ms added on the link between the clients and the gateway: every request is still answered, and
 short prompts stay within their end-to-end SLA plus the delay (the link carries request and answer)."""
-from chaos import Experiment, accounting_verdict, evaluate, fault_proof, latency
-from chaos.checks import error_share_below, p99_below_s
+from chaos import Experiment, accounting_verdict, fault_proof
+from chaos.checks import error_share_below, evaluate, p99_below_s
+from chaos.faults import latency
 
 
 def test_slow_client_link(stack, run_experiment):

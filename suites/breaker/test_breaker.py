@@ -20,22 +20,12 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from chaos import (
-    BREAKER_SIZE_NAMES,
-    AlertMonitor,
-    BreakerSize,
-    ExperimentRun,
-    Fault,
-    StackHandle,
-    SummaryCollector,
-    breaker_tier,
-    gateway_admin,
-    http_error,
-    oom_error,
-    plan,
-    requires,
-    stream_stall,
-)
+from chaos import AlertMonitor, ExperimentRun, Fault, StackHandle, SummaryCollector, plan, requires
+from chaos.experiment.suite import gateway_admin
+from chaos.faults.http import http_error, oom_error, stream_stall
+from chaos.scenarios import breaker_tier
+from chaos.verify.breaker_sizes import NAMES as BREAKER_SIZE_NAMES
+from chaos.verify.breaker_sizes import Size as BreakerSize
 
 LEAK_BYTES = 3 * 1024 * 1024  # per request: a trend the leak rule must see within its window
 # how each kind of fault goes into the canary replicas `names`, at the size the policy gave (s.size)

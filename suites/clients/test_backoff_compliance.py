@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from chaos import Environment, ResilientClient, SLOViolation, SummaryCollector, Verdict, check_backoff, client_commands, judge
+from chaos import Environment, ResilientClient, SLOViolation, SummaryCollector, Verdict, client_commands, judge
 from chaos import evidence as rep
+from chaos.verify.backoff_run import check_backoff
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "clients"
 FAILURES: dict[str, dict[str, Any]] = {

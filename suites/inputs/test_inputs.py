@@ -95,7 +95,7 @@ def test_bad_request_gets_4xx(stack: StackHandle, case: str) -> None:
 
 def _emoji_prompts() -> list[str]:
     """The whole special-character corpus: emoji-dense rows, some not NFC-normalized (as users type them)."""
-    from chaos import special_corpus
+    from chaos.load.workloads import special_corpus
 
     return [r["text"] for r in special_corpus()]
 

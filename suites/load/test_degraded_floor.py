@@ -10,18 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from chaos import (
-    Experiment,
-    ExperimentRun,
-    Run,
-    StackHandle,
-    SummaryCollector,
-    degraded_floor_verdict,
-    latency_table,
-    plan,
-    requires,
-)
+from chaos import Experiment, ExperimentRun, Run, StackHandle, SummaryCollector, latency_table, plan, requires
 from chaos import evidence as rep
+from chaos.verify.load import degraded_floor_verdict
 
 
 @pytest.mark.proves("degraded-floor")

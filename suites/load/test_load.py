@@ -13,25 +13,10 @@ from typing import Any
 
 import pytest
 
-from chaos import (
-    Experiment,
-    ExperimentRun,
-    Run,
-    StackHandle,
-    SummaryCollector,
-    Verdict,
-    accounting_verdict,
-    burst_drift,
-    latency_table,
-    load_verdict,
-    long_prompt_failures,
-)
-from chaos import (
-    baseline as bl,
-)
-from chaos import (
-    evidence as rep,
-)
+from chaos import Experiment, ExperimentRun, Run, StackHandle, SummaryCollector, Verdict, accounting_verdict, latency_table
+from chaos import evidence as rep
+from chaos.load import baseline as bl
+from chaos.verify.load import burst_drift, load_verdict, long_prompt_failures
 
 
 def baseline_gpu(baseline: dict[str, Any]) -> Verdict:

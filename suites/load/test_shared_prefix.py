@@ -9,23 +9,12 @@ from typing import Any
 
 import pytest
 
-from chaos import (
-    DEFAULT_CLASSES,
-    Experiment,
-    ExperimentRun,
-    MetricsScraper,
-    PrefixRun,
-    Run,
-    StackHandle,
-    SummaryCollector,
-    Timeline,
-    latency_table,
-    prefix_counters,
-    prefix_verdict,
-)
-from chaos import (
-    evidence as rep,
-)
+from chaos import Experiment, ExperimentRun, Run, StackHandle, SummaryCollector, latency_table
+from chaos import evidence as rep
+from chaos.load.workloads import DEFAULT_CLASSES
+from chaos.observe.metrics import MetricsScraper
+from chaos.observe.timeline import Timeline
+from chaos.verify.prefix import PrefixRun, prefix_counters, prefix_verdict
 
 N = 1000
 SUFFIX_TOKENS = 64  # chaos.load.workloads.shared_prefix_set's unique tail

@@ -16,9 +16,7 @@ from chaos import (
     Experiment,
     ExperimentRun,
     Fault,
-    RequestRecord,
     Run,
-    SLAs,
     StackHandle,
     SummaryCollector,
     Verdict,
@@ -26,14 +24,14 @@ from chaos import (
     fault_happened,
     faults,
     latency_table,
-    percentile,
     plan,
     requires,
-    retry_verdict,
 )
-from chaos import (
-    evidence as rep,
-)
+from chaos import evidence as rep
+from chaos.env import SLAs
+from chaos.load.records import RequestRecord
+from chaos.load.stats import percentile
+from chaos.verify.retries import retry_verdict
 
 TOXICS: dict[str, tuple[Callable[[Any, str], Fault], dict[str, Any], float]] = {
     # name: (factory, load overrides, seconds held before scaling)

@@ -21,24 +21,11 @@ from typing import Any
 
 import pytest
 
-from chaos import (
-    AlertMonitor,
-    Experiment,
-    ExperimentRun,
-    Fault,
-    Run,
-    StackHandle,
-    SummaryCollector,
-    check_restart_policy,
-    faults,
-    hurt_params,
-    plan,
-    recovery_run,
-    requires,
-)
-from chaos import (
-    evidence as rep,
-)
+from chaos import AlertMonitor, Experiment, ExperimentRun, Fault, Run, StackHandle, SummaryCollector, faults, plan, requires
+from chaos import evidence as rep
+from chaos.pytest_plugin import hurt_params
+from chaos.scenarios import recovery_run
+from chaos.verify.restart_policy import check_restart_policy
 
 # Poisson arrivals at the environment's load.rate_per_s (what its replicas are sized for)
 LOADS: dict[str, dict[str, Any]] = {"steady-users": {}, "poisson": {"users": None, "shape": "rate"}}

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from chaos import Experiment, ExperimentRun, Run, StackHandle, SummaryCollector, explorer_for, load_schedule, plan, requires
+from chaos import Experiment, ExperimentRun, Run, StackHandle, SummaryCollector, plan, requires
 from chaos import evidence as rep
+from chaos.explore.schedule import load_schedule
+from chaos.explore.wiring import explorer_for
 
 KEPT = sorted(Path(__file__).parent.glob("schedule-*.yaml"))
 

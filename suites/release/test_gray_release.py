@@ -14,19 +14,9 @@ from collections.abc import Callable
 
 import pytest
 
-from chaos import (
-    Experiment,
-    ExperimentRun,
-    Run,
-    StackHandle,
-    SummaryCollector,
-    no_release_admin,
-    plan,
-    release_plan,
-    requires,
-    run_stages,
-)
+from chaos import Experiment, ExperimentRun, Run, StackHandle, SummaryCollector, plan, requires
 from chaos import evidence as rep
+from chaos.experiment.release_stages import no_release_admin, release_plan, run_stages
 
 
 @pytest.mark.slow

@@ -22,22 +22,19 @@ from chaos import (
     SummaryCollector,
     Verdict,
     accounting_verdict,
-    env_secrets,
     fault_proof,
     faults,
     judge,
-    misroute,
     plan,
     requires,
-    rewrite_model,
-    scan_secrets,
-    signing,
-    signing_verdict,
-    token_files,
 )
-from chaos import (
-    evidence as rep,
-)
+from chaos import evidence as rep
+from chaos.faults.gateway import misroute
+from chaos.faults.http import rewrite_model
+from chaos.shared import signing
+from chaos.verify.secrets import env_secrets, token_files
+from chaos.verify.secrets import scan as scan_secrets
+from chaos.verify.signing import signing_verdict
 
 CHAT = "/v1/chat/completions"
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from chaos import evidence as rep
-from chaos import latency
+from chaos.faults import latency
 
 
 class _Echo(socketserver.BaseRequestHandler):

@@ -22,39 +22,30 @@ from typing import Any
 import pytest
 
 from chaos import (
-    STREAM_MAX_TOKENS,
-    STREAM_PROMPT,
-    ClientAnswer,
-    ClientLimit,
     Environment,
     Experiment,
     ExperimentRun,
-    FaultProxyAdmin,
-    HttpFault,
     ResilientClient,
     Run,
     StackHandle,
     SummaryCollector,
     client_commands,
-    client_verdict,
-    duplicate_chunk,
-    error_chunk,
     fault_proof,
     faults,
-    gateway_failures,
     plan,
     requires,
-    run_client_command,
-    stream_attempts_for,
-    stream_cut,
-    stream_gateway_verdict,
-    stream_stall,
-    stream_steady_run,
-    stream_steady_verdict,
 )
-from chaos import (
-    evidence as rep,
-)
+from chaos import evidence as rep
+from chaos.faults.http import HttpFault, duplicate_chunk, error_chunk, stream_cut, stream_stall
+from chaos.faults.proxy_admin import FaultProxyAdmin
+from chaos.observe.gateway import gateway_failures
+from chaos.verify.streams import MAX_TOKENS as STREAM_MAX_TOKENS
+from chaos.verify.streams import PROMPT as STREAM_PROMPT
+from chaos.verify.streams import ClientAnswer, ClientLimit, client_verdict, run_client_command
+from chaos.verify.streams import attempts_for as stream_attempts_for
+from chaos.verify.streams import gateway_verdict as stream_gateway_verdict
+from chaos.verify.streams import steady_run as stream_steady_run
+from chaos.verify.streams import steady_verdict as stream_steady_verdict
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "clients"  # the reference and the naive clients
 

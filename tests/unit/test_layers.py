@@ -19,13 +19,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ground", ("chaos.errors", "chaos.shared", "chaos.env")),
     ("instruments", ("chaos.targets", "chaos.faults", "chaos.load", "chaos.observe", "chaos.resilience", "chaos.stack")),
     ("judges", ("chaos.verify", "chaos.checks", "chaos.report", "chaos.env_check")),
-    ("experiment", ("chaos.experiment", "chaos.explore")),
-    ("faces", ("chaos", "chaos._front", "chaos.cli", "chaos.commands", "chaos.pytest_plugin", "chaos.fixtures",
+    ("experiment", ("chaos.experiment", "chaos.scenarios", "chaos.explore")),
+    ("faces", ("chaos", "chaos.cli", "chaos.commands", "chaos.pytest_plugin", "chaos.fixtures",
                "chaos.bridge")),
 )
 MAX_UPWARD = 3
 # The root of chaos/ holds the door, the CLI entry, the pytest plugin and the errors.
-ROOT_FILES = {"__init__.py", "_front.py", "cli.py", "pytest_plugin.py", "errors.py"}
+ROOT_FILES = {"__init__.py", "cli.py", "pytest_plugin.py", "errors.py"}
 REASON = "upward"
 
 Edge = tuple[str, int, str]  # (importing file, line, imported file), paths relative to the checkout
