@@ -219,3 +219,25 @@ def replayed(trace: Path, interval_s: float = 0.01) -> Timeline:
         time.sleep(0.01)
     obs.stop()
     return tl
+
+
+class FakeClock:
+    """A clock and its sleep for code whose time is a parameter: sleeping moves the clock on at once."""
+
+    def __init__(self, now: float = 1_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, dt: float) -> None:
+        self.now += dt
+
+
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    """Files (relative path -> text) written under root, their folders made: a made-up tree for a check to read."""
+    for name, text in files.items():
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+    return root

@@ -11,7 +11,7 @@ import ast
 from collections.abc import Iterable
 from pathlib import Path
 
-from tests._support import REPO
+from tests._support import REPO, write_tree
 
 # Low to high. A module belongs to the longest entry it equals or sits under; "chaos" itself (the door) only by
 # equality.
@@ -205,16 +205,8 @@ def test_the_root_holds_only_the_faces_and_the_errors() -> None:
     assert loose == [], f"modules at the root of chaos/ (move each into the package it serves): {loose}"
 
 
-def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        p = tmp_path / name
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
-    return tmp_path
-
-
 def test_the_checks_find_what_they_forbid(tmp_path: Path) -> None:
-    root = _tree(tmp_path, {
+    root = write_tree(tmp_path, {
         "chaos/__init__.py": "from chaos.faults import x\n",
         "chaos/errors.py": "from chaos import __version__\nfrom chaos.faults import Fault\nimport chaos\n",
         "chaos/faults/__init__.py": "from chaos.faults.base import Fault\n__all__ = ['Fault']\n",

@@ -13,17 +13,7 @@ from chaos.experiment import events as ev
 from chaos.experiment.handle import RunHandle
 from chaos.experiment.run import Run
 from chaos.experiment.runner import execute
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, dt: float) -> None:
-        self.now += dt
+from tests._support import FakeClock as Clock
 
 
 class Fault:

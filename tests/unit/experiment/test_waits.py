@@ -20,17 +20,7 @@ from chaos.experiment.waits import (
     recovered,
     window_full,
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, dt: float) -> None:
-        self.now += dt
+from tests._support import FakeClock as Clock
 
 
 def _handle() -> tuple[RunHandle, Clock]:

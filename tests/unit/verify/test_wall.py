@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests._support import REPO
+from tests._support import REPO, write_tree
 
 STAND_INS = "chaos.stack"
 BRIDGE = "chaos.bridge"
@@ -134,16 +134,8 @@ def test_no_package_circle() -> None:
     assert circles(package_graph()) == []
 
 
-def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        p = tmp_path / name
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
-    return tmp_path
-
-
 def test_the_wall_check_finds_what_it_forbids(tmp_path: Path) -> None:
-    root = _tree(tmp_path, {
+    root = write_tree(tmp_path, {
         "chaos/__init__.py": "",
         "chaos/stack/sim.py": "from chaos.errors import ChaosError\nfrom chaos.env import load\n"
                               "def f():\n    from ..faults import tokens\n",
@@ -165,7 +157,7 @@ def test_the_wall_check_finds_what_it_forbids(tmp_path: Path) -> None:
 
 
 def test_the_circle_check_finds_a_circle(tmp_path: Path) -> None:
-    root = _tree(tmp_path, {"chaos/__init__.py": "from chaos.load import x\n",
+    root = write_tree(tmp_path, {"chaos/__init__.py": "from chaos.load import x\n",
                             "chaos/load/__init__.py": "", "chaos/load/runner.py": "from chaos.resilience import backoff\n",
                             "chaos/resilience/client.py": "from chaos.load.records import Record\n"
                                                           "def f():\n    from chaos.faults import base\n",
