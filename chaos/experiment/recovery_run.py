@@ -142,7 +142,7 @@ class RecoverySteps:
             return died()
 
         timeout, wait = budgets.engine_timeout(cfg)[0], budgets.engine_death_wait(cfg)[0]  # vLLM's teardown included
-        with sc.phase("wait for the engine to die", timeout_s=timeout):  # its budget: chaos/budgets.py
+        with sc.phase("wait for the engine to die", timeout_s=timeout):  # its budget: chaos/experiment/suite_budgets.py
             sc.poll(dead, timeout=wait, every=0.1)
         was_restarted = restarted()  # asked once: each ask is a call to the target's engine
         gone = was_restarted or (died is not None and died())

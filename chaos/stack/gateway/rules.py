@@ -42,7 +42,7 @@ class BreakerRules(Protocol):
 @dataclass
 class DefaultRules:
     """The rules a gateway started from flags alone uses: an environment's `breaker:` defaults (kept equal to
-    chaos.env.model.BreakerPolicy by tests/gateway/test_gateway_entry.py)."""
+    chaos.env.model.BreakerPolicy by tests/standins/gateway/test_gateway_entry.py)."""
 
     degrade_error_rate: float = 0.01
     degrade_latency_s: float = 2.0
