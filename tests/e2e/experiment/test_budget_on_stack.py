@@ -16,7 +16,9 @@ from tests._support import REPO, require
 from tests.standins.stack.stack_env import write_env
 
 SUITE = """
-from chaos import Budget, Experiment, PhaseBudget, jitter
+from chaos import Budget, Experiment
+from chaos.experiment.budget import PhaseBudget
+from chaos.faults import jitter
 
 
 def test_a_hold_past_its_budget(stack, run_experiment):
