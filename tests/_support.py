@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from chaos.pytest_plugin import require_component
+from chaos.shared.proc import free_port  # noqa: F401 (the tests' one spelling of it)
 
 if TYPE_CHECKING:
     from chaos.observe.timeline import Timeline
@@ -33,13 +34,6 @@ def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
     from chaos.shared.proc import terminate
 
     terminate(proc, grace_s)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def ephemeral_port_low() -> int:

@@ -3,18 +3,12 @@ directly (no proxies, no gateway). The cold-start check starts one as it is; the
 check starts one in its degraded configuration."""
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import Any
 
 from chaos.env.model import Environment, Target
 from chaos.errors import ConfigError
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from chaos.shared.proc import free_port
 
 
 def standby_replica(env: Environment, *, run_id: str, state_dir: str | Path, name: str = "standby",

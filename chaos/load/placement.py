@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import socket
 import subprocess
 import sys
 import threading
@@ -126,12 +125,6 @@ def job_line(config_path: Path, prompts_file: str | None) -> bytes:
     """What an ssh worker reads first on its stdin: the config, and the prompts file's text."""
     prompts = Path(prompts_file).read_text(encoding="utf-8") if prompts_file else None
     return json.dumps({"config": json.loads(config_path.read_text(encoding="utf-8")), "prompts": prompts}).encode() + b"\n"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class RecordStream(threading.Thread):

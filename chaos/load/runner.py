@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from chaos.errors import LoadError
 from chaos.load.config import ENV_CONFIG, LoadConfig
-from chaos.load.placement import RecordStream, free_port, job_line, worker_placement
+from chaos.load.placement import RecordStream, job_line, worker_placement
 from chaos.load.records import RequestRecord
 from chaos.shared import proc as _proc
+from chaos.shared.proc import free_port
 
 if TYPE_CHECKING:
     from chaos.load.stats import LoadStats

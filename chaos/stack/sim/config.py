@@ -1,11 +1,11 @@
 """Resolved settings of one simulator replica (flags + profile defaults)."""
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.errors import ConfigError
+from chaos.shared.proc import free_port
 from chaos.stack.sim.profiles import Profile, get_profile
 
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
@@ -87,10 +87,3 @@ class SimConfig:
             here = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host  # where the ranks listen
             self.tp_connect = [(here, p) for p in self.tp_ports]
         return self
-
-
-def free_port() -> int:
-    """A port the OS considers free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
