@@ -19,6 +19,7 @@ from chaos.stack.sim import protocol as P
 from chaos.stack.sim.faults import FaultSet
 from chaos.stack.sim.metrics import Metrics
 from chaos.stack.sim.profiles import Profile
+from chaos.stack.sim.ring import Ring
 from chaos.stack.sim.scheduler import Request, Scheduler
 from chaos.stack.sim.tokenizer import TextGenerator
 
@@ -85,8 +86,8 @@ class Engine:
         self._wake = asyncio.Event()
         self._deadline = 0.0
         self.steps = 0
-        self.lags: deque[float] = deque(maxlen=200_000)  # every chunk write vs its step's end (signed)
-        self.step_lags: deque[float] = deque(maxlen=20_000)  # how late the loop woke for a step
+        self.lags = Ring(200_000)  # every chunk write vs its step's end (signed)
+        self.step_lags = Ring(20_000)  # how late the loop woke for a step
         self._prep_s = 0.0  # EWMA of the bookkeeping before a step's writes
         self._burst_s = 0.0  # EWMA of how long one step's socket writes take
         self._wake_late = deque([0.0], maxlen=64)  # how late recent early wake-ups came
