@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 
 class _Restarts(Protocol):
@@ -34,44 +34,47 @@ class Condition:
         return AnyCondition((self, other))
 
 
-class AllConditions(Condition):
+class _Composite(Condition):
+    """Parts joined by `joined` (all or any), nested composites of the same kind flattened."""
+
+    sep: ClassVar[str]
+
+    def __init__(self, parts: tuple[Condition, ...]) -> None:
+        flat: list[Condition] = []
+        for c in parts:
+            flat += c.parts if isinstance(c, _Composite) and type(c) is type(self) else (c,)
+        self.parts: tuple[Condition, ...] = tuple(flat)
+
+    def done(self, run: Any) -> bool:
+        return self.joined([c.done(run) for c in self.parts])  # a list: every part asked
+
+    def joined(self, answers: list[bool]) -> bool:
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        for c in self.parts:
+            c.reset()
+
+    def __repr__(self) -> str:
+        return self.sep.join(map(repr, self.parts))
+
+
+class AllConditions(_Composite):
     """Done when every part is."""
 
-    def __init__(self, parts: tuple[Condition, ...]) -> None:
-        flat: list[Condition] = []
-        for c in parts:
-            flat += c.parts if isinstance(c, AllConditions) else (c,)
-        self.parts: tuple[Condition, ...] = tuple(flat)
+    sep = " & "
 
-    def done(self, run: Any) -> bool:
-        return all([c.done(run) for c in self.parts])  # a list: every part asked
-
-    def reset(self) -> None:
-        for c in self.parts:
-            c.reset()
-
-    def __repr__(self) -> str:
-        return " & ".join(map(repr, self.parts))
+    def joined(self, answers: list[bool]) -> bool:
+        return all(answers)
 
 
-class AnyCondition(Condition):
+class AnyCondition(_Composite):
     """Done when one part is."""
 
-    def __init__(self, parts: tuple[Condition, ...]) -> None:
-        flat: list[Condition] = []
-        for c in parts:
-            flat += c.parts if isinstance(c, AnyCondition) else (c,)
-        self.parts: tuple[Condition, ...] = tuple(flat)
+    sep = " | "
 
-    def done(self, run: Any) -> bool:
-        return any([c.done(run) for c in self.parts])  # a list: every part asked
-
-    def reset(self) -> None:
-        for c in self.parts:
-            c.reset()
-
-    def __repr__(self) -> str:
-        return " | ".join(map(repr, self.parts))
+    def joined(self, answers: list[bool]) -> bool:
+        return any(answers)
 
 
 class EngineRestarted(Condition):
