@@ -13,7 +13,6 @@ from chaos.errors import ChaosError, FaultError
 from chaos.faults import tokens
 from chaos.shared import proc as _proc
 from chaos.shared.toxiproxy import Toxiproxy, ToxiproxyError
-from chaos_engine_plugin.control import remove_command
 
 TOXIC_PREFIX = "chaos-"
 
@@ -172,6 +171,10 @@ def sweep_toxics(env: Any) -> list[str]:
 
 def _engine_plugin(step: dict[str, Any]) -> str:
     """Perform an engine_plugin undo step (idempotent: a file already gone is success)."""
+    # imported here: `chaos.faults` (and so the pytest plugin) loads where the engine plugin's package is not
+    # installed, as in a wheel of chaos/ alone; only a ledger with an engine-plugin step needs it
+    from chaos_engine_plugin.control import remove_command
+
     cmd = remove_command(step["dir"], step["id"])
     if step.get("container"):
         import docker as sdk
