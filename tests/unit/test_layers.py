@@ -11,7 +11,7 @@ import ast
 from collections.abc import Iterable
 from pathlib import Path
 
-from tests._support import REPO, write_tree
+from tests._support import REPO, strong_groups, write_tree
 
 # Low to high. A module belongs to the longest entry it equals or sits under; "chaos" itself (the door) only by
 # equality.
@@ -110,33 +110,7 @@ def cycles(edges: Iterable[Edge], faces: set[str]) -> list[list[Edge]]:
             continue
         out_of.setdefault(e[0], []).append(e)
         out_of.setdefault(e[2], [])
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    groups: list[set[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        for _, _, w in out_of[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            group = set()
-            while True:
-                w = stack.pop()
-                group.add(w)
-                if w == v:
-                    break
-            if len(group) > 1:
-                groups.append(group)
-
-    for v in sorted(out_of):
-        if v not in index:
-            visit(v)
+    groups = strong_groups({v: {w for _, _, w in es} for v, es in out_of.items()})
     return [_circle(min(g), g, out_of) for g in groups]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests._support import REPO, write_tree
+from tests._support import REPO, strong_groups, write_tree
 
 STAND_INS = "chaos.stack"
 BRIDGE = "chaos.bridge"
@@ -95,34 +95,7 @@ def package_graph(root: Path = REPO) -> dict[str, set[str]]:
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected groups of more than one package (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    out: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            group = []
-            while True:
-                w = stack.pop()
-                group.append(w)
-                if w == v:
-                    break
-            if len(group) > 1:
-                out.append(sorted(group))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return out
+    return [sorted(g) for g in strong_groups(graph)]
 
 
 def test_no_import_crosses_the_wall() -> None:
