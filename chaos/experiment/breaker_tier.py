@@ -98,10 +98,14 @@ class BreakerSteps:
         self.load_t0 = self.t0 = self.t1 = self.until = 0.0
 
     def start_load(self, *, users: int, duration_s: float) -> None:
-        """Closed-loop users through the gateway, then steady state for half a breaker window (3 s at least)."""
+        """Closed-loop users through the gateway, then steady state for half a breaker window (3 s at least).
+        The load outlasts every step at its longest (a long window's fill, hold and recovery), or the canary's
+        recovery would be judged with no calls to probe it."""
+        p = self.policy
+        longest = 4.5 * p.window_s + self.size.hold_s + 8 * p.open_wait_s + p.reaction_allowance_s + 10.0
         with self.sc.phase("start load"):
             self.load_t0 = self.sc.clock()
-            self.sc.start_load(duration_s=duration_s, users=users)
+            self.sc.start_load(duration_s=max(duration_s, longest), users=users)
         self.sc.steady_state(max(3.0, self.policy.window_s * 0.5))
 
     def fill_canary_window(self) -> None:

@@ -14,6 +14,7 @@ line: "not proven: the canary gets N calls per window, the tier needs M". Pure: 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -64,14 +65,24 @@ def sizes(policy: BreakerPolicy) -> dict[str, Size]:
     """Every scenario of the suite, keyed by its name (NAMES), sized from `policy`."""
     below, between, above = error_fractions(policy)
     slow, slower = latency_seconds(policy)
-    out = [Size("errors-below-degrade", "errors", below, "none", 20),
-           Size("errors-degrade", "errors", between if between is not None else math.nan, "degrade", 20),
-           Size("errors-rollback", "errors", above, "rollback", 25),
-           Size("latency-below-degrade", "latency", slow, "none", 20),
-           Size("latency-degrade", "latency", slower, "degrade", 20),
+    held = hold_for(policy)
+    out = [Size("errors-below-degrade", "errors", below, "none", held(20)),
+           Size("errors-degrade", "errors", between if between is not None else math.nan, "degrade", held(20)),
+           Size("errors-rollback", "errors", above, "rollback", held(25)),
+           Size("latency-below-degrade", "latency", slow, "none", held(20)),
+           Size("latency-degrade", "latency", slower, "degrade", held(20)),
            Size("oom-burst", "oom-burst", policy.oom_burst_count, "anomaly", 20),
            Size("leak-trend", "leak", 0, "anomaly", 30)]
     return {s.name: s for s in out}
+
+
+def hold_for(policy: BreakerPolicy) -> Callable[[float], float]:
+    """A rate tier's hold: its base seconds, or longer where the policy's window is longer. A sliding
+    window fills with the fault's calls over one window_s, and a tier judged "in the first window" must
+    see one window that holds nothing else, plus the gateway's reaction allowance (a 90 s window of a
+    slow canary would otherwise judge the fault diluted by the calls before it)."""
+    floor = math.ceil(policy.window_s + policy.reaction_allowance_s + 1.0)
+    return lambda base: float(max(base, floor))
 
 
 def window_target(policy: BreakerPolicy, size: Size, spread: str = "even") -> int:
