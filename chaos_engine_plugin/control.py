@@ -35,6 +35,8 @@ KINDS: dict[str, dict[str, tuple[type, Any]]] = {
 }
 LEAK_PROCESSES = ("engine", "api")
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+UNSUPPORTED = "unsupported"  # a process that registered on a vLLM the plugin does not support
+_VERSION_CHARS = re.compile(r"[^A-Za-z0-9.+_-]")
 
 
 class SpecError(ValueError):
@@ -82,7 +84,21 @@ def remove_command(directory: str, fault_id: str) -> list[str]:
 
 
 def list_command(directory: str) -> list[str]:
-    return ["ls", "-1", directory]
+    """The argv that lists the directory, newest first (the latest registration decides: registered())."""
+    return ["ls", "-1t", directory]
+
+
+def registered(names: list[str]) -> tuple[str, str | None] | None:
+    """What the newest registration in a listing (newest first) says: ("loaded", None), ("unsupported",
+    its vLLM version), or None where no process registered."""
+    for name in names:
+        if name.startswith("loaded."):
+            return "loaded", None
+        if name.startswith(f"{UNSUPPORTED}."):
+            _, _, rest = name.partition(".")
+            _, _, version = rest.partition(".")
+            return UNSUPPORTED, version or None
+    return None
 
 
 def selected(key: str, fraction: float) -> bool:
@@ -116,6 +132,14 @@ class Control:
     def mark_loaded(self) -> None:
         os.makedirs(self.directory, exist_ok=True)
         self._touch(f"loaded.{os.getpid()}")
+
+    def mark_unsupported(self, version: str | None) -> None:
+        """This process's vLLM is one the plugin does not support: `unsupported.<pid>.<version>`."""
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+        except OSError:
+            return  # evidence only: the replica runs on unpatched either way
+        self._touch(f"{UNSUPPORTED}.{os.getpid()}.{_VERSION_CHARS.sub('_', version or 'unknown')[:64]}")
 
     def faults(self, kind: str) -> list[tuple[str, dict[str, Any]]]:
         """(id, spec) of the armed faults of `kind`; re-reads the directory at most every REFRESH_S."""

@@ -58,6 +58,11 @@ def check(env: str = EnvOption,
         typer.echo("read from the containers (the file overrides a value it sets):")
         for line in format_read(docker_targets, read_all(docker_targets, timeout=timeout)):
             typer.echo(f"  {line}")
+    if read and not probe:  # with --probe, the probes say it
+        from chaos.env_check.engine_plugin import engine_plugin_lines
+
+        for line in engine_plugin_lines(e, timeout):
+            typer.echo(line)
     if probe:
         from chaos.env_check import format_probes
         from chaos.env_check import probe as run_probes

@@ -4,8 +4,9 @@ Identity, not reachability: any web server answers HTTP, so each part must answe
 API lists the configured model; a fault proxy answers its health and accepts the configured token;
 a replica answers /health and lists a model; a container exists on its engine with the restart
 policy the file claims; each DCGM exporter serves DCGM series for the GPUs its host's targets
-name; Toxiproxy lists every configured proxy. One line per part, a failure saying what was expected and what came instead, never a
-traceback. Parts the environment does not have are not listed. An embedded stack that is not up is
+name; Toxiproxy lists every configured proxy; a replica with the engine plugin on runs a vLLM the
+plugin supports (its /version). One line per part, a failure saying what was expected and what came
+instead, never a traceback. Parts the environment does not have are not listed. An embedded stack that is not up is
 said to be so, not reported as broken hosts.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from chaos.env import Environment
 from chaos.env_check.docker import check_containers
+from chaos.env_check.engine_plugin import check_engine_plugin, plugin_targets
 from chaos.env_check.gpu import check_gpu_telemetry
 from chaos.env_check.http import Probe, check_api, check_fault_proxy, check_gateway_admin, check_replica, check_toxiproxy
 from chaos.env_check.monitoring import check_monitoring
@@ -41,6 +43,7 @@ def probe(env: Environment, *, timeout: float = 3.0, docker: Callable[[str | Non
         ok, detail = worker(env.load.worker_host or "", env.load.worker_python, timeout)
         out.append(Probe("load host", env.load.worker_host or "", ok, detail))
     out += [check_replica(t, timeout) for t in env.targets]
+    out += [check_engine_plugin(t, timeout) for t in plugin_targets(env)]  # its vLLM is one the plugin supports
     out += check_containers(env, timeout, client=docker)
     out += check_gpu_telemetry(env, timeout)  # each exporter, and each target's named GPUs on its page
     out += check_monitoring(env, timeout)  # prometheus, alertmanager, every rule file loads

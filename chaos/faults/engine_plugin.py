@@ -6,6 +6,10 @@ process, `docker exec` for a container, local or over SSH), and disarms it with 
 is the ledgered undo step, replayable with no harness memory. Stage 1 (armed) is the file read back
 where the replica runs; what it did is in the replica's log (`llm-chaos engine fault <id> (<kind>)
 fired`, beside vLLM's own lines) and in `<id>.fired.<pid>` files, which `fired_pids()` lists.
+
+On a vLLM the plugin does not support (chaos_engine_plugin.versions) its processes patch nothing and
+write `unsupported.<pid>.<version>`: a fault aimed there is refused before anything is armed, and the
+suites report that scenario "not proven: the engine plugin does not support vLLM X.Y".
 """
 from __future__ import annotations
 
@@ -19,12 +23,15 @@ from chaos_engine_plugin.control import (
     ENV_VAR,
     KINDS,
     REFRESH_S,
+    UNSUPPORTED,
     SpecError,
     list_command,
+    registered,
     remove_command,
     validate,
     write_command,
 )
+from chaos_engine_plugin.versions import SUPPORTED_VLLM, shown
 
 # each process re-reads the control directory at most every REFRESH_S: an arming or disarming is in
 # effect everywhere that long after the file changed (measured: a request sent at once after the
@@ -37,6 +44,22 @@ def control_dir(target: Target) -> str | None:
     env = getattr(target, "env", None) or {}
     value = env.get(ENV_VAR)
     return str(value) if value else None
+
+
+def not_supported(version: str | None) -> str:
+    """The reason an engine fault is not proven on a vLLM the plugin does not support."""
+    return f"the engine plugin does not support vLLM {shown(version)} (supports {', '.join(SUPPORTED_VLLM)})"
+
+
+def plugin_unsupported(target: Target) -> str | None:
+    """Why the engine plugin cannot act in target's vLLM (its newest registration, read where the replica
+    runs, says unsupported), else None (supported, off, or not registered yet: the fault's preflight says)."""
+    directory = control_dir(target)
+    if directory is None:
+        return None
+    rc, out = target.exec(list_command(directory))
+    said = registered(out.split()) if rc == 0 else None
+    return not_supported(said[1]) if said is not None and said[0] == UNSUPPORTED else None
 
 
 def undo_step(target: Target, directory: str, fault_id: str) -> dict[str, Any]:
@@ -80,7 +103,10 @@ class EngineFault(_TargetFault):
         if self.directory is None:
             raise FaultError(f"target {self.target.name}: the engine plugin is off ({ENV_VAR} is not in its environment; "
                              "set vllm.engine_faults: true)", fault=self.kind)
-        if not any(n.startswith("loaded.") for n in self._listing()):
+        said = registered(self._listing())
+        if said is not None and said[0] == UNSUPPORTED:
+            raise FaultError(f"target {self.target.name}: not proven: {not_supported(said[1])}", fault=self.kind)
+        if said is None:
             raise FaultError(f"target {self.target.name}: no process of its vLLM loaded the engine plugin (nothing "
                              f"in {self.directory}; is chaos_engine_plugin installed? docs/engine-plugin.md)", fault=self.kind)
 
@@ -181,4 +207,5 @@ def engine_fault(target: Target, kind: str, **spec: Any) -> EngineFault:
     return EngineFault(target, kind, **spec)
 
 
-__all__ = ["EngineFault", "EngineStepDeath", "control_dir", "engine_fault", "engine_step_death", "undo_step"]
+__all__ = ["EngineFault", "EngineStepDeath", "control_dir", "engine_fault", "engine_step_death", "not_supported",
+           "plugin_unsupported", "undo_step"]

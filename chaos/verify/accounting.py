@@ -8,8 +8,9 @@ side (optional): the replica side's
 request log, one JSON line per request it received, `request_id` = the client's x-request-id,
 with t_arrival, status, outcome (stop|length|abort|error|rejected) and model. It comes from the
 simulator when the replicas are simulators, else from the fault proxies in front of any backend
-(same fields, plus `replica`), read over HTTP (chaos.observe.replica_log); with neither, the verdict
-says "client-side only", and where one cannot be read it says "not proven", naming it.
+(same fields, plus `replica`), read over HTTP (chaos.observe.replica_log). Without one (none given,
+or an environment with neither) "lost" is "not proven: client-side only" unless the client's own records
+already show a loss; where one cannot be read it says "not proven", naming it.
 """
 from __future__ import annotations
 
@@ -116,12 +117,15 @@ def _group(records: Iterable[RequestRecord]) -> dict[str, list[RequestRecord]]:
 def accounting_verdict(records: Sequence[RequestRecord],
                        server_log: Sequence[dict[str, Any]] | ServerLog | None = None, *,
                        wrong_model_max: float = 0.0, ignore_prefixes: Sequence[str] = ("probe-",),
-                       strict_orphans: bool = False, failed_max: int | None = None) -> Verdict:
+                       strict_orphans: bool = False, failed_max: int | None = None,
+                       items: Sequence[str] = ()) -> Verdict:
     """Rows: one_outcome, outcome_matches, right_model, and with a server log: server_saw_success,
     no_hidden_attempts, orphans, server_model; then lost (judged against 0) and failed (against
     `failed_max`, the fault's error allowance; not judged without one). A ServerLog names its source in a
-    `server_side` row; one that could not be read fails that row ("not proven: fault proxy X: why"); an
-    empty one (no simulator, no fault proxy) makes the verdict "client-side only": lost is then not proven."""
+    `server_side` row; one that could not be read fails that row ("not proven: fault proxy X: why"). With
+    no replica-side log (None, or an empty ServerLog: no simulator, no fault proxy) lost is "not proven:
+    client-side only" (a request with no outcome at the client still fails it); `items` names the checklist
+    items that leaves unproven (empty: every item of the test)."""
     v = Verdict("request accounting")
     by = _group(records)
     _client_rows(v, by, wrong_model_max)
@@ -140,12 +144,13 @@ def accounting_verdict(records: Sequence[RequestRecord],
         _server_rows(v, by, rows, ignore_prefixes, strict_orphans)
     outcomes = Counter(r.outcome for rs in by.values() for r in rs if r.final)
     v.data = {"logical": len(by), "attempts": len(records), "outcomes": dict(outcomes)}
-    _lost_and_failed(v, by, server_log, failed_max)
+    _lost_and_failed(v, by, server_log, failed_max, tuple(items))
     return v
 
 
 def _lost_and_failed(v: Verdict, by: dict[str, list[RequestRecord]],
-                     server_log: Sequence[dict[str, Any]] | ServerLog | None, failed_max: int | None) -> None:
+                     server_log: Sequence[dict[str, Any]] | ServerLog | None, failed_max: int | None,
+                     items: tuple[str, ...]) -> None:
     """lost: no outcome at the client, or a success no replica served (needs the replica side's log);
     failed: the client saw an error in the end (failed or rejected). Abandoned requests are neither."""
     no_end = [rid for rid, rs in by.items() if not any(r.final for r in rs)]
@@ -156,7 +161,7 @@ def _lost_and_failed(v: Verdict, by: dict[str, list[RequestRecord]],
         rows = server_log.rows if server_log.source else None
     else:
         rows = server_log
-        source = "client records + server log" if rows is not None else source
+        source = "client records + server log" if rows is not None else "client-side only"
     unserved: list[str] = []
     if rows is not None:
         served = {str(l.get("request_id")) for l in rows if l.get("status") == 200 and l.get("outcome") in SERVED}
@@ -166,11 +171,14 @@ def _lost_and_failed(v: Verdict, by: dict[str, list[RequestRecord]],
     detail = f"no outcome at the client: {_few(no_end)}"
     if rows is not None:
         v.add("lost", 0, len(lost), not lost, f"{detail}; succeeded but no replica served it: {_few(unserved)}")
-    elif isinstance(server_log, ServerLog):  # asked for the replica side and got none
-        v.not_proven("lost", 0, len(lost), f"client-side only: {detail}; no replica-side log says which "
-                                           "successes a replica served")
+    elif no_end:  # the client's own records already show the loss: no replica-side log could clear it
+        v.add("lost", 0, len(lost), False, f"{detail} (client-side only: no replica-side log)")
     else:
-        v.add("lost", 0, len(lost), not lost, f"{detail} (client side: no server log given)")
+        # the client's success alone never proves a replica served it (a gateway's cache, a wrong route)
+        why = ("the environment has no simulator or fault proxy" if isinstance(server_log, ServerLog)
+               else "no replica-side log given")
+        v.not_proven("lost", 0, len(lost), f"client-side only: {why}; no replica-side log says which "
+                                           "successes a replica served", items=items)
     finals = [r for rs in by.values() for r in rs if r.final]
     failed = [r.request_id for r in finals if r.outcome == "failed"]
     rejected = [r.request_id for r in finals if r.outcome == "rejected"]

@@ -74,7 +74,7 @@ def test_special_characters_never_take_a_replica_down(stack: StackHandle, run_ex
             v.add(f"{n}.slow_health_answers", "shown", len(slow), None, "no /health answer within the prober's timeout")
         v.add("requests_sent", ">= 1", len(records), bool(records))
         summary.add("inputs", special_requests=len(records))
-        run.judge("the replicas stayed up and answered", [v, accounting_verdict(records)])
+        run.judge("the replicas stayed up and answered", [v, accounting_verdict(records, stack.server_log(records=records))])
 
     run_experiment(Experiment("inputs-special-characters", steps=steps, hurt=names))
 

@@ -95,7 +95,7 @@ def test_client_path_toxic(stack: StackHandle, run_experiment: Callable[..., Exp
         records = run.stop_load()
         rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
         rv = retry_verdict(records, env.retry, max_amplification=env.slas.max_retry_amplification, window=(t0, t1))
-        av = accounting_verdict(records)
+        av = accounting_verdict(records, stack.server_log(records=records))
         verdicts = [rv, av]
         if toxic.startswith("jitter"):
             verdicts.append(_degraded_latency(records, t0, t1, env.slas))
