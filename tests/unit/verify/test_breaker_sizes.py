@@ -35,6 +35,17 @@ def test_the_seed_policy_keeps_the_seed_sizes() -> None:
     assert [s[n].size for n in NAMES[:5]] == pytest.approx([0.005, 0.02, 0.04, 1.5, 2.5])
 
 
+def test_a_rate_tier_holds_one_whole_window_where_the_window_is_long() -> None:
+    """A 15 s window keeps the seed's holds; a 50 s one (a slow canary's) holds each rate tier's fault for a
+    whole window and the reaction allowance, or the first window would judge it diluted."""
+    short = sizes(SEED)
+    assert [short[n].hold_s for n in NAMES] == [20, 20, 25, 20, 20, 20, 30]
+    long = sizes(BreakerPolicy(window_s=50, min_calls=120, reaction_allowance_s=2.0))
+    for n in NAMES[:5]:
+        assert long[n].hold_s >= 50 + 2.0, n
+    assert (long["oom-burst"].hold_s, long["leak-trend"].hold_s) == (20, 30)  # counted, not rated: no window
+
+
 @pytest.mark.parametrize("p", POLICIES, ids=lambda p: f"{p.degrade_error_rate:g}-{p.rollback_error_rate:g}")
 def test_a_normal_policy_is_judged_at_this_machines_canary_rate(p: BreakerPolicy) -> None:
     """21-33 req/s on the canary x 15 s: every scenario can be judged, the 5 % / 10 % policy included
