@@ -125,9 +125,11 @@ class ScenarioResult:
         if bad:
             return FAILED, "; ".join(f"{r.check}: {r.detail or r.measured}" for r in bad)
         if self.status == FAILED:
-            return NOT_PROVEN, f"the scenario failed ({self.reason}); its alerts held as far as judged"
+            return NOT_PROVEN, f"the scenario failed ({self.reason}); its alerts were not what failed"
         if not alerts:
             return NOT_JUDGED, f"judged no alerts ({self.reason or 'none asserted'})"
+        if self.status != PROVEN:  # skipped or xfailed after its alerts were judged: no proof either way
+            return NOT_PROVEN, self.reason
         rows = [r for v in alerts for r in v.unproven]
         if rows:
             return NOT_PROVEN, "; ".join(f"{r.check}: {r.unproven}" for r in rows)

@@ -179,3 +179,10 @@ def test_a_scenario_failing_elsewhere_leaves_its_good_alerts_not_proven_not_fail
 def test_the_no_fault_baseline_proves_silence() -> None:
     quiet = alert_verdict([], None, W, fault=None, expect=None)
     assert monitoring(watched("baseline", quiet)) == (PROVEN, "")
+
+
+def test_alerts_judged_before_a_skip_prove_nothing() -> None:
+    r = ScenarioResult("load", {MONITORING_ITEM: ""})
+    r.verdicts.append(fired_and_resolved())
+    r.record("call", "skipped", "SLAs held; regression check skipped")
+    assert monitoring(r) == (NOT_PROVEN, "load: SLAs held; regression check skipped")
