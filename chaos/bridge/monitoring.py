@@ -37,7 +37,7 @@ def alert_monitor(env: Any, *, required: bool = False) -> Iterator[AlertMonitor]
     `required` (CHAOS_REQUIRE=prometheus) an embedded one that cannot run raises StackError instead."""
     mon = env.monitoring
     if mon is None:
-        yield AlertMonitor(None, None, None, f"environment {env.name} has no monitoring section")
+        yield AlertMonitor(None, None, None, f"the environment {env.name} names no Prometheus (no monitoring section)")
         return
     if not mon.prometheus.embedded:
         am = mon.alertmanager

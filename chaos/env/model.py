@@ -446,6 +446,9 @@ class Environment(_Strict):
     degraded_floor: DegradedFloor | None = None
     monitoring: Monitoring | None = Field(None, description="the team's Prometheus/Alertmanager and "
                                           "the alerts each fault must raise (chaos.env.monitoring)")
+    expect_not_proven: dict[str, str] | None = Field(
+        None, description="release-checklist item id -> why this environment cannot prove it, on one line: "
+                          "`--require-proven` excuses these (absent: every item must be proven)")
     _source: str | None = PrivateAttr(None)
     _unset_unused: list[str] = PrivateAttr(default_factory=list)
 
@@ -480,6 +483,11 @@ class Environment(_Strict):
             if t.rank_ports and len(t.rank_ports) != t.tp_size - 1:
                 problems.append((("targets", i, "rank_ports"),
                                  f"needs tp_size - 1 = {t.tp_size - 1} entries, found {len(t.rank_ports)}"))
+        for ident, why in (self.expect_not_proven or {}).items():
+            if not ident or any(c.isspace() for c in ident):
+                problems.append((("expect_not_proven", ident), "expected a checklist item id (no spaces)"))
+            elif not why.strip() or len(why.strip().splitlines()) > 1:
+                problems.append((("expect_not_proven", ident), "expected why it cannot be proven here, on one line"))
         if problems:
             raise FieldProblems(problems)
         return self

@@ -8,6 +8,11 @@ degrade tier: no trip below the threshold, degrade above it): the item is proven
 named by a collected scenario is proven by at least one of them, and failed when any scenario failed.
 An item no collected scenario covers is "not proven: no scenario ran it". Pure logic: the pytest
 plugin (chaos.fixtures.checklist) feeds it test outcomes and the verdicts each test asserted.
+
+`monitoring-alerts` is proven only by the alert verdicts (chaos.verify.alerts): every scenario that
+judged alerts must have read Prometheus and seen each alert its fault expects fire and resolve. A
+scenario that expected no alert of its fault, or never reached its alerts (skipped), judges none: it
+neither proves nor disproves the item; when no scenario judged any, the item is not proven.
 """
 from __future__ import annotations
 
@@ -20,9 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import ConfigError
+from chaos.verify.alerts import ALERTS_JUDGED, MONITORING_ITEM
 from chaos.verify.verdict import Verdict
 
 PROVEN, FAILED, NOT_PROVEN = "proven", "failed", "not proven"
+NOT_JUDGED = "not judged"  # a scenario's answer only: it covers the item but judged nothing of it
 NO_SCENARIO = "no scenario ran it"
 
 
@@ -32,6 +39,7 @@ class Item:
 
     id: str
     text: str
+    every: bool = False  # proven only when every scenario that judged it proved it (each fault its own part)
 
 
 # the seed's checklist (shared/reference/seed-requirements.md), in its order
@@ -57,9 +65,12 @@ SEED_CHECKLIST: tuple[Item, ...] = (
     Item("prefix-reuse", "prefix reuse: hit rate, memory saved, latency change"),
     Item("gray-release", "gray release stages (shadow traffic compared first)"),
 )
+MONITORING = Item(MONITORING_ITEM, "the team's alerts fired for each fault and resolved after it", every=True)
+# the built-in checklist: the seed's items and the monitoring item of every scenario that judges alerts
+CHECKLIST: tuple[Item, ...] = (*SEED_CHECKLIST, MONITORING)
 
 
-def parse_items(lines: Iterable[str], base: Sequence[Item] = SEED_CHECKLIST) -> tuple[Item, ...]:
+def parse_items(lines: Iterable[str], base: Sequence[Item] = CHECKLIST) -> tuple[Item, ...]:
     """The checklist: `base` plus a team's own items, one 'id: what it proves' a line (ini chaos_checklist)."""
     out = list(base)
     for line in (l.strip() for l in lines):
@@ -97,6 +108,8 @@ class ScenarioResult:
 
     def status_for(self, item: str) -> tuple[str, str]:
         """This scenario's answer for one of its items: a passed test with a "not proven" row is not proven."""
+        if item == MONITORING_ITEM:
+            return self._alerts_status()
         if self.status != PROVEN:
             return self.status, self.reason
         rows = [r for v in self.verdicts for r in v.unproven if not r.items or item in r.items]
@@ -104,10 +117,33 @@ class ScenarioResult:
             return NOT_PROVEN, "; ".join(f"{r.check}: {r.unproven}" for r in rows)
         return PROVEN, ""
 
-    def evidence(self) -> str:
-        """Where the proof came from: the verdicts it judged, each with its `source` where it names one."""
+    def _alerts_status(self) -> tuple[str, str]:
+        """The monitoring item from this scenario's alert verdicts alone: failed where one failed, not
+        judged where none was asserted or none expected an alert, not proven where a row was not."""
+        alerts = [v for v in self.verdicts if v.data.get(ALERTS_JUDGED) is not None]
+        bad = [r for v in alerts for r in v.failures]
+        if bad:
+            return FAILED, "; ".join(f"{r.check}: {r.detail or r.measured}" for r in bad)
+        if self.status == FAILED:
+            return NOT_PROVEN, f"the scenario failed ({self.reason}); its alerts were not what failed"
+        if not alerts:
+            return NOT_JUDGED, f"judged no alerts ({self.reason or 'none asserted'})"
+        if self.status != PROVEN:  # skipped or xfailed after its alerts were judged: no proof either way
+            return NOT_PROVEN, self.reason
+        rows = [r for v in alerts for r in v.unproven]
+        if rows:
+            return NOT_PROVEN, "; ".join(f"{r.check}: {r.unproven}" for r in rows)
+        if not any(v.data[ALERTS_JUDGED] for v in alerts):
+            return NOT_JUDGED, "; ".join(f"{v.name}: monitoring.expect names no alert for it" for v in alerts)
+        return PROVEN, ""
+
+    def evidence(self, item: str = "") -> str:
+        """Where the proof came from: the verdicts it judged (for the monitoring item its alert verdicts),
+        each with its `source` where it names one."""
         seen: list[str] = []
         for v in self.verdicts:
+            if item == MONITORING_ITEM and v.data.get(ALERTS_JUDGED) is None:
+                continue
             text = v.name + (f" [{v.data['source']}]" if v.data.get("source") else "")
             if text not in seen:
                 seen.append(text)
@@ -123,6 +159,12 @@ class ItemStatus:
     scenarios: list[str] = field(default_factory=list)
     why: str = ""
     evidence: str = ""
+    expected: str = ""  # why the environment expects it not proven (its expect_not_proven), if it does
+
+    @property
+    def covered(self) -> bool:
+        """Whether a collected scenario covers it (else "no scenario ran it")."""
+        return bool(self.scenarios)
 
 
 def judge(items: Sequence[Item], results: Iterable[ScenarioResult]) -> list[ItemStatus]:
@@ -134,37 +176,66 @@ def judge(items: Sequence[Item], results: Iterable[ScenarioResult]) -> list[Item
         if not covering:
             out.append(ItemStatus(item, NOT_PROVEN, why=NO_SCENARIO))
             continue
-        answers = [(r, part, *r.status_for(item.id)) for r, part in covering]
+        every = [(r, part, *r.status_for(item.id)) for r, part in covering]
+        answers = [a for a in every if a[2] != NOT_JUDGED]
+        if not answers:
+            out.append(ItemStatus(item, NOT_PROVEN, [r.name for r, _ in covering],
+                                  "no scenario judged it: " + "; ".join(_grouped([(r.name, w) for r, _, _, w in every]))))
+            continue
+        # an item proven by every scenario: each is a part of its own
+        answers = [(r, r.name if item.every else part, st, w) for r, part, st, w in answers]
+        covering = [(r, part) for r, part, _, _ in answers]
         failed = [(r, why) for r, _, st, why in answers if st == FAILED]
         if failed:
             out.append(ItemStatus(item, FAILED, [r.name for r, _ in failed], "; ".join(f"{r.name}: {w}" for r, w in failed),
-                                  ", ".join(r.evidence() for r, _ in failed if r.evidence())))
+                                  ", ".join(r.evidence(item.id) for r, _ in failed if r.evidence(item.id))))
             continue
         parts = list(dict.fromkeys(part for _, part in covering))
         proving = [r for r, _, st, _ in answers if st == PROVEN]
         missing = [p for p in parts if not any(st == PROVEN for _, part, st, _ in answers if part == p)]
         if missing:
-            why = "; ".join(f"{r.name}" + (f" ({part})" if part else "") + f": {w}"
-                            for r, part, st, w in answers if part in missing)
+            named = [(r.name + (f" ({part})" if part and not item.every else ""), w)
+                     for r, part, st, w in answers if part in missing]
+            why = "; ".join(_grouped(named) if item.every else [f"{n}: {w}" for n, w in named])
             out.append(ItemStatus(item, NOT_PROVEN, [r.name for r, part in covering if part in missing], why))
         else:
             out.append(ItemStatus(item, PROVEN, [r.name for r in proving], "",
-                                  "; ".join(dict.fromkeys(r.evidence() for r in proving if r.evidence()))))
+                                  "; ".join(dict.fromkeys(r.evidence(item.id) for r in proving if r.evidence(item.id)))))
     return out
+
+
+def _grouped(answers: Sequence[tuple[str, str]]) -> list[str]:
+    """'scenario: why' lines, one per distinct why ("a and 6 more: no prometheus to read")."""
+    names: dict[str, list[str]] = {}
+    for name, why in answers:
+        names.setdefault(why, []).append(name)
+    return [f"{n[0]}" + (f" and {len(n) - 1} more" if len(n) > 1 else "") + f": {why}" for why, n in names.items()]
 
 
 def render(statuses: Sequence[ItemStatus]) -> list[str]:
     """The table as terminal lines: item, status, then the proving scenario(s) and their evidence, or
     which scenario failed or could not prove it and why."""
-    rows = [(s.item.id, s.status if s.status == PROVEN else s.status.upper(),
-             f"{', '.join(s.scenarios)} (evidence: {s.evidence or '-'})" if s.status == PROVEN else s.why)
-            for s in statuses]
+    rows = [(s.item.id, status_text(s).upper() if s.status != PROVEN else status_text(s), _why(s)) for s in statuses]
     w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(("item", "status"))]
     out = [f"{'item':<{w[0]}}  {'status':<{w[1]}}  proved by (evidence) / why not"]
     out += [f"{a:<{w[0]}}  {b:<{w[1]}}  {c}" for a, b, c in rows]
     counts = {st: sum(1 for s in statuses if s.status == st) for st in (PROVEN, FAILED, NOT_PROVEN)}
-    out.append(", ".join(f"{n} {st}" for st, n in counts.items()) + f" of {len(statuses)} items")
+    excused = sum(1 for s in statuses if s.status == NOT_PROVEN and s.expected)
+    out.append(", ".join(f"{n} {st}" for st, n in counts.items()) + (f" ({excused} expected)" if excused else "")
+               + f" of {len(statuses)} items")
     return out
+
+
+def status_text(s: ItemStatus) -> str:
+    """The status as shown: "not proven (expected)" where the environment's expect_not_proven lists it."""
+    return f"{s.status} (expected)" if s.expected and s.status == NOT_PROVEN else s.status
+
+
+def _why(s: ItemStatus) -> str:
+    if s.status == PROVEN:
+        told = " [on expect_not_proven, yet proven: drop it from the list]" if s.expected else ""
+        return f"{', '.join(s.scenarios)} (evidence: {s.evidence or '-'}){told}"
+    return f"{s.why} [expected: {s.expected}]" if s.expected and s.status == NOT_PROVEN else s.why
 
 
 def unproven_lines(statuses: Sequence[ItemStatus]) -> list[str]:
@@ -172,17 +243,18 @@ def unproven_lines(statuses: Sequence[ItemStatus]) -> list[str]:
     return [f"{s.item.id}: {s.why}" for s in statuses if s.status == NOT_PROVEN]
 
 
-def write_allure_result(results_dir: str | Path, statuses: Sequence[ItemStatus]) -> Path:
+def write_allure_result(results_dir: str | Path, statuses: Sequence[ItemStatus], notes: Sequence[str] = ()) -> Path:
     """The checklist as the report's first entry: a result named "Release checklist" whose status is
-    passed only when every item is proven, with the table attached as HTML."""
+    passed only when every item is proven, with the table attached as HTML (and `notes`, e.g. the
+    environment's expect_not_proven list, under the table in its description)."""
     from chaos.report.tables import Table
 
     d = Path(results_dir)
     d.mkdir(parents=True, exist_ok=True)
     t = Table("Release checklist", ["item", "claim", "status", "scenario", "evidence / why"])
     for s in statuses:
-        t.add(s.item.id, s.item.text, s.status, ", ".join(s.scenarios) or "-",
-              s.evidence if s.status == PROVEN else s.why,
+        t.add(s.item.id, s.item.text, status_text(s), ", ".join(s.scenarios) or "-",
+              s.evidence if s.status == PROVEN else _why(s),
               status={PROVEN: "pass", FAILED: "fail"}.get(s.status))
     att = f"{uuid.uuid4()}-attachment.html"
     (d / att).write_text(t.to_html(), encoding="utf-8")
@@ -192,8 +264,8 @@ def write_allure_result(results_dir: str | Path, statuses: Sequence[ItemStatus])
         "uuid": str(uuid.uuid4()), "historyId": "llm-chaos-release-checklist", "name": "Release checklist",
         "fullName": "llm-chaos.release-checklist", "status": status,
         "start": int(time.time() * 1000), "stop": int(time.time() * 1000),
-        "statusDetails": {"message": "\n".join(f"{s.item.id}: {s.status}: {s.why}" for s in bad)} if bad else {},
-        "description": "\n".join(render(statuses)),
+        "statusDetails": {"message": "\n".join(f"{s.item.id}: {status_text(s)}: {_why(s)}" for s in bad)} if bad else {},
+        "description": "\n".join([*render(statuses), *notes]),
         "labels": [{"name": "parentSuite", "value": "0 release checklist"}, {"name": "suite", "value": "checklist"},
                    {"name": "epic", "value": "Release checklist"}],
         "attachments": [{"name": "release checklist", "source": att, "type": "text/html"}],

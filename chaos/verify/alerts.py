@@ -18,7 +18,10 @@ if TYPE_CHECKING:
     from chaos.env.monitoring import AlertExpectation
     from chaos.observe.alerts import Firing, WebhookReceiver
 
-MONITORING_ITEM = "monitoring-alerts"  # the checklist item these rows leave unproven (none of the suite's own)
+MONITORING_ITEM = "monitoring-alerts"  # the checklist item these verdicts alone prove (chaos.report.checklist)
+# the verdict's data key saying whether it judged any alert: a fault's expected alerts, or the baseline's
+# silence, read from Prometheus (False: nothing expected of the fault, or nothing read)
+ALERTS_JUDGED = "alerts_judged"
 
 
 @dataclass
@@ -36,6 +39,7 @@ def alert_verdict(firings: Iterable[Firing] | None, receiver: WebhookReceiver | 
                   baseline_silent: bool = True, why_not: str = "") -> Verdict:
     """The monitoring rows of one scenario (fault None: the no-fault baseline)."""
     v = Verdict(f"monitoring: {fault or 'no-fault baseline'}", window=(w.start, w.until))
+    v.data[ALERTS_JUDGED] = firings is not None and (fault is None or bool(expect and expect.fire))
     if firings is None:
         v.not_proven("alerts read from prometheus", "prometheus answers", None,
                      why_not or "no prometheus to read", items=(MONITORING_ITEM,))

@@ -68,7 +68,7 @@ def test_table_shows_each_status_with_scenario_and_why(project: pytest.Pytester)
     assert "NOT PROVEN" in t["cold-start"] and "lost: client-side only" in t["cold-start"]
     assert "NOT PROVEN" in t["no-store"] and "xfail: gateway drops the header" in t["no-store"]
     assert "NOT PROVEN" in t["gray-release"] and "no scenario ran it" in t["gray-release"]
-    r.stdout.fnmatch_lines(["1 proven, 1 failed, 18 not proven of 20 items"])
+    r.stdout.fnmatch_lines(["1 proven, 1 failed, 19 not proven of 21 items"])
 
 
 def test_require_proven_fails_a_green_run_naming_each_item(project: pytest.Pytester) -> None:
@@ -76,7 +76,7 @@ def test_require_proven_fails_a_green_run_naming_each_item(project: pytest.Pytes
     r = project.runpytest("-p", "no:cacheprovider", "-k", "restart or oom or client_side", "--require-proven")
     r.assert_outcomes(passed=2, skipped=1)
     assert r.ret == 1
-    r.stdout.fnmatch_lines(["--require-proven: 19 checklist item(s) not proven; the run fails:",
+    r.stdout.fnmatch_lines(["--require-proven: 20 checklist item(s) not proven; the run fails:",
                             "  cold-start: test_*.py::test_client_side_only: lost: client-side only*",
                             "  oom-burst: test_*.py::test_oom: INCONCLUSIVE: the canary serves 23.0 req/s here",
                             "  gray-release: no scenario ran it"])
@@ -102,16 +102,25 @@ def test_env_var_and_ini_twin(project: pytest.Pytester, monkeypatch: pytest.Monk
 
 
 def test_all_proven_passes_under_the_flag(project: pytest.Pytester) -> None:
-    """Only the team's own checklist (an empty base is not possible: the seed's items stay), so every
-    seed item is covered here by one passing test."""
-    from chaos.report.checklist import SEED_CHECKLIST
+    """Only the team's own checklist (an empty base is not possible: the built-in items stay), so every
+    built-in item is covered here by one passing test; the monitoring item by the alert verdict it asserts."""
+    from chaos.report.checklist import CHECKLIST
 
-    ids = ", ".join(repr(i.id) for i in SEED_CHECKLIST)
-    project.makepyfile(f"import pytest\n\n@pytest.mark.proves({ids}, 'ours')\ndef test_all():\n    pass\n")
+    ids = ", ".join(repr(i.id) for i in CHECKLIST)
+    project.makepyfile(f"""import pytest
+from chaos.verify.verdict import Verdict
+
+@pytest.mark.proves({ids}, 'ours')
+def test_all():
+    v = Verdict("monitoring: gpu-driver-reset")
+    v.data["alerts_judged"] = True
+    v.add("LLMReplicaRestarted: time to fire", 15, 4.0, True)
+    v.assert_ok()
+""")
     project.makeini("[pytest]\nchaos_checklist =\n    ours: our own release item\n")
     r = project.runpytest("-p", "no:cacheprovider", "--require-proven")
     assert r.ret == 0, r.stdout.str()
-    r.stdout.fnmatch_lines(["21 proven, 0 failed, 0 not proven of 21 items"])
+    r.stdout.fnmatch_lines(["22 proven, 0 failed, 0 not proven of 22 items"])
 
 
 def test_parts_each_need_a_proof(project: pytest.Pytester) -> None:
@@ -166,3 +175,69 @@ def test_a_refused_scenario_is_not_proven(project: pytest.Pytester) -> None:
     assert r.ret == 1
     line = _table(r)["gpu-driver-reset"]
     assert "NOT PROVEN" in line and "refused: destructive test against protected environment 'staging'" in line
+
+
+def _listed(project: pytest.Pytester, listed: str) -> None:
+    (Path(project.path) / "environments" / "local.yaml").write_text(ENV + "expect_not_proven:\n" + listed)
+
+
+def test_a_listed_item_is_excused_and_an_uncovered_one_not_judged(project: pytest.Pytester) -> None:
+    project.makepyfile(SCENARIOS)
+    _listed(project, '  oom-burst: "the canary is too slow here"\n  cold-start: "no standby to start"\n')
+    r = project.runpytest("-p", "no:cacheprovider", "-k", "restart or oom or client_side", "--require-proven")
+    assert r.ret == 0, r.stdout.str()
+    t = _table(r)
+    assert "NOT PROVEN (EXPECTED)" in t["oom-burst"] and t["oom-burst"].endswith("[expected: the canary is too slow here]")
+    assert "NOT PROVEN " in t["gray-release"] and "(EXPECTED)" not in t["gray-release"]  # no scenario ran it: not judged
+    r.stdout.fnmatch_lines(["1 proven, 0 failed, 20 not proven (2 expected) of 21 items",
+                            "expect_not_proven (environment local): 2 item(s)",
+                            "  oom-burst: the canary is too slow here"])
+    assert "--require-proven:" not in r.stdout.str()
+
+
+def test_a_covered_item_not_on_the_list_fails_naming_it(project: pytest.Pytester) -> None:
+    project.makepyfile(SCENARIOS)
+    _listed(project, '  oom-burst: "the canary is too slow here"\n')
+    r = project.runpytest("-p", "no:cacheprovider", "-k", "restart or oom or client_side", "--require-proven")
+    assert r.ret == 1
+    r.stdout.fnmatch_lines(["--require-proven: 1 checklist item(s) not proven and not on environment local's "
+                            "expect_not_proven; the run fails:",
+                            "  cold-start: test_*.py::test_client_side_only: lost: client-side only*"])
+
+
+def test_a_listed_item_that_was_proven_is_reported_without_failing(project: pytest.Pytester) -> None:
+    project.makepyfile(SCENARIOS)
+    _listed(project, '  gpu-driver-reset: "thought impossible"\n')
+    r = project.runpytest("-p", "no:cacheprovider", "-k", "restart", "--require-proven")
+    assert r.ret == 0, r.stdout.str()
+    r.stdout.fnmatch_lines(["expected not proven but proven: gpu-driver-reset - drop it from expect_not_proven"])
+
+
+def test_an_unknown_listed_item_is_one_line(project: pytest.Pytester) -> None:
+    project.makepyfile(SCENARIOS)
+    _listed(project, '  hmac-sign: "no key"\n')
+    r = project.runpytest("-p", "no:cacheprovider", "-k", "restart")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["*local.yaml: expect_not_proven.hmac-sign: unknown checklist item (known: *"])
+    assert "Traceback" not in r.stderr.str() + r.stdout.str()
+
+
+def test_a_scenario_using_the_monitoring_fixture_covers_the_monitoring_item(project: pytest.Pytester) -> None:
+    """It judged no alert verdict here (its fixture is a stand-in), so the item is covered and not proven."""
+    project.makepyfile("""
+import pytest
+
+@pytest.fixture
+def monitoring():
+    return None
+
+@pytest.mark.proves("gpu-driver-reset")
+def test_restart(monitoring):
+    pass
+""")
+    # a list, empty: judged on the covered items
+    (Path(project.path) / "environments" / "local.yaml").write_text(ENV + "expect_not_proven: {}\n")
+    r = project.runpytest("-p", "no:cacheprovider", "--require-proven")
+    assert r.ret == 1
+    r.stdout.fnmatch_lines(["  monitoring-alerts: no scenario judged it: test_*.py::test_restart: judged no alerts*"])
+    assert "gpu-driver-reset:" not in r.stdout.str().split("--require-proven:")[1]

@@ -1,10 +1,26 @@
 """The release checklist's rules on crafted scenario results (no pytest run)."""
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from chaos.env.monitoring import AlertExpectation
 from chaos.errors import ConfigError
-from chaos.report.checklist import FAILED, NOT_PROVEN, PROVEN, SEED_CHECKLIST, Item, ScenarioResult, judge, parse_items
+from chaos.observe.alerts import Firing
+from chaos.report.checklist import (
+    CHECKLIST,
+    FAILED,
+    MONITORING,
+    NOT_PROVEN,
+    PROVEN,
+    SEED_CHECKLIST,
+    Item,
+    ScenarioResult,
+    judge,
+    parse_items,
+)
+from chaos.verify.alerts import MONITORING_ITEM, AlertWindow, alert_verdict
 from chaos.verify.verdict import Verdict
 
 ITEMS = (Item("a", "claim a"), Item("b", "claim b"))
@@ -59,3 +75,114 @@ def test_team_items_are_added_and_bad_lines_are_one_clear_error() -> None:
 def test_the_seed_checklist_has_each_item_of_the_issue_once() -> None:
     ids = [i.id for i in SEED_CHECKLIST]
     assert len(ids) == len(set(ids)) == 20
+
+
+# --- the monitoring item: proven by the alert verdicts alone --------------------------------------
+
+W = AlertWindow(start=100.0, effect_at=110.0, recovered_at=130.0, until=220.0)
+RESTARTED = AlertExpectation(fire=["Restarted"], fire_within_s=20, clear_within_s=40)
+
+
+class _Pages:
+    """What the webhook receiver heard (alert_verdict asks only `first`): no socket in the unit lane."""
+
+    def __init__(self, *pages: tuple[float, str]) -> None:
+        self.pages = pages
+
+    def first(self, alertname: str, status: str, since: float) -> float | None:
+        return next((t for t, st in self.pages if st == status and t >= since), None)
+
+
+def _paged(*pages: tuple[float, str]) -> Any:
+    return _Pages(*pages)
+
+
+def watched(name: str, *verdicts: Verdict) -> ScenarioResult:
+    r = passed(name, **{"gpu-driver-reset": "", MONITORING_ITEM: ""})
+    r.verdicts.extend(verdicts)
+    return r
+
+
+def fired_and_resolved() -> Verdict:
+    return alert_verdict([Firing("Restarted", 115.0, 150.0)], _paged((116.0, "firing"), (151.0, "resolved")), W,
+                         fault="gpu-driver-reset", expect=RESTARTED)
+
+
+def monitoring(*results: ScenarioResult) -> tuple[str, str]:
+    st = judge((MONITORING,), results)[0]
+    return st.status, st.why
+
+
+def test_the_monitoring_item_is_built_in_after_the_seeds() -> None:
+    assert CHECKLIST[-1].id == MONITORING_ITEM == "monitoring-alerts" and CHECKLIST[:-1] == SEED_CHECKLIST
+    assert MONITORING.every and parse_items([])[-1] == MONITORING
+
+
+def test_alerts_that_fired_paged_and_resolved_prove_the_monitoring_item_with_their_evidence() -> None:
+    other = Verdict("recovery")
+    other.add("first_completion_s", 60, 2.0, True)
+    st = judge((MONITORING,), [watched("restart", other, fired_and_resolved())])[0]
+    assert st.status == PROVEN and st.evidence == "monitoring: gpu-driver-reset"  # not the recovery verdict
+
+
+def test_no_prometheus_read_leaves_it_not_proven_with_why_and_never_touches_the_scenarios_own_item() -> None:
+    v = alert_verdict(None, None, W, fault="gpu-driver-reset", expect=RESTARTED,
+                      why_not="the environment staging names no Prometheus (no monitoring section)")
+    r = watched("restart", v)
+    own, mon = judge((SEED_CHECKLIST[0], MONITORING), [r])
+    assert own.status == PROVEN
+    assert mon.status == NOT_PROVEN and "names no Prometheus" in mon.why and mon.why.startswith("restart: ")
+
+
+def test_an_unanswering_prometheus_and_a_missing_page_are_not_proven() -> None:
+    down = alert_verdict(None, None, W, fault="gpu-driver-reset", expect=RESTARTED,
+                         why_not="prometheus did not answer: connection refused")
+    assert monitoring(watched("a", down)) == (NOT_PROVEN, "a: alerts read from prometheus: prometheus did not answer: "
+                                                          "connection refused")
+    unpaged = alert_verdict([Firing("Restarted", 115.0, 150.0)], None, W, fault="gpu-driver-reset", expect=RESTARTED)
+    status, why = monitoring(watched("b", unpaged))
+    assert status == NOT_PROVEN and "Restarted: time to page: no alertmanager routes" in why
+
+
+def test_a_blind_spot_fails_the_item() -> None:
+    blind = alert_verdict([], _paged(), W, fault="gpu-driver-reset", expect=RESTARTED)
+    r = ScenarioResult("restart", {"gpu-driver-reset": "", MONITORING_ITEM: ""})
+    r.record("call", "failed", "the monitoring saw it: blind spot")
+    r.verdicts.append(blind)
+    status, why = monitoring(r)
+    assert status == FAILED and "blind spot: no alert for gpu-driver-reset" in why
+
+
+def test_every_scenario_that_judged_alerts_must_prove_them_and_one_that_judged_none_does_not_count() -> None:
+    down = alert_verdict(None, None, W, fault="crash-sigkill", expect=RESTARTED, why_not="no prometheus to read")
+    assert monitoring(watched("a", fired_and_resolved()), watched("b", down))[0] == NOT_PROVEN
+    unexpected = alert_verdict([Firing("Restarted", 115.0, 150.0)], None, W, fault="nccl-rank-freeze", expect=None)
+    skipped = ScenarioResult("c", {MONITORING_ITEM: ""})
+    skipped.record("setup", "skipped", "INCONCLUSIVE")
+    assert monitoring(watched("a", fired_and_resolved()), watched("n", unexpected), skipped) == (PROVEN, "")
+
+
+def test_no_scenario_judging_alerts_is_not_proven_never_proven() -> None:
+    unexpected = alert_verdict([], None, W, fault="nccl-rank-freeze", expect=None)
+    status, why = monitoring(watched("n", unexpected), passed("quiet", **{MONITORING_ITEM: ""}))
+    assert status == NOT_PROVEN and why.startswith("no scenario judged it: ")
+    assert "monitoring.expect names no alert" in why and "judged no alerts" in why
+
+
+def test_a_scenario_failing_elsewhere_leaves_its_good_alerts_not_proven_not_failed() -> None:
+    r = watched("restart", fired_and_resolved())
+    r.record("call", "failed", "recovery: first_completion_s: measured 99 breaks limit 60")
+    own, mon = judge((SEED_CHECKLIST[0], MONITORING), [r])
+    assert own.status == FAILED and mon.status == NOT_PROVEN and "the scenario failed (recovery" in mon.why
+
+
+def test_the_no_fault_baseline_proves_silence() -> None:
+    quiet = alert_verdict([], None, W, fault=None, expect=None)
+    assert monitoring(watched("baseline", quiet)) == (PROVEN, "")
+
+
+def test_alerts_judged_before_a_skip_prove_nothing() -> None:
+    r = ScenarioResult("load", {MONITORING_ITEM: ""})
+    r.verdicts.append(fired_and_resolved())
+    r.record("call", "skipped", "SLAs held; regression check skipped")
+    assert monitoring(r) == (NOT_PROVEN, "load: SLAs held; regression check skipped")
