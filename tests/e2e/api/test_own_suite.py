@@ -83,7 +83,7 @@ def test_own_suite_runs_green_from_the_wheel_alone(fresh_venv: Path, tmp_path: P
     assert str(REPO) not in where.stdout, f"the clone is on sys.path: {where.stdout}"
     for args, state in (([], tmp_path / "state" / "llm-chaos" / f"local-port+{offset}"),
                         (["--env", "environments/my-stack.yaml"], suite / ".state" / f"my-stack-port+{offset}")):
-        ran = _run([str(fresh_venv / "bin" / "pytest"), *args], suite, env, 420)
+        ran = _run([str(fresh_venv / "bin" / "pytest"), "--require-proven", *args], suite, env, 420)
         out = ran.stdout + ran.stderr
         assert ran.returncode == 0, out[-6000:]
         assert re.search(r"^=+ 2 passed in [\d.]+s =+$", out, re.M), out[-3000:]  # nothing skipped, nothing else
