@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from chaos.env import Environment
 from chaos.env.model import Target
+from chaos.experiment import answers_steps
 from chaos.experiment.budget import Budget, PhaseBudget, derived, margin
 from chaos.faults.base import recover_bound_s
 from chaos.targets.container_facts import EXECUTE_TIMEOUT_DEFAULT_S, EXECUTE_TIMEOUT_VAR, facts_of
@@ -104,6 +105,7 @@ def common(env: Environment) -> list[PhaseBudget]:
     return [
         PhaseBudget("start load", START_S, "starting the load generator"),
         derived("steady state", 3.0, "the 3 s pre-fault check"),
+        derived(answers_steps.PHASE, answers_steps.golden_wait_s(env), f"60 s x time_scale {_s(ts)}"),
         derived("inject", bound, f"a replica fault proven within {bound_why}"),
         derived("hold fault", env.safety.abort.max_fault_duration_s,
                 f"safety.abort.max_fault_duration_s {_s(env.safety.abort.max_fault_duration_s)}"),
