@@ -12,7 +12,7 @@ Across a fault (`answers_across_fault`, every recovery and breaker scenario): th
 digest of each greedy, seeded answer (LoadConfig.answers); the steady state before the fault gives the
 golden answers (each prompt's majority answer) and, from the same answers, the tolerance: how often they
 disagreed with their own majority there. A pass also needs power: with so few steady answers that even
-`detect_share` of the run's answers diverging would not stand out, it is "not proven", never a pass.
+`detect_share` (2 %) more of the run's answers diverging would not stand out, it is "not proven", never a pass.
 """
 from __future__ import annotations
 
@@ -136,7 +136,8 @@ def answers_across_fault(records: Sequence[RequestRecord], t_fault: float, *, co
     """Every answer that ended after `t_fault` judged against the steady state's (those that ended before).
 
     Golden: each prompt's majority steady answer; tolerance: the steady answers' own disagreement with it. A
-    pass needs the power to see `detect_share` of the answers diverge; else it is not proven, and why."""
+    pass needs the power to see `detect_share` more of the answers diverge than that; else it is not proven,
+    and why."""
     answers = answers_of(records)
     if not answers:
         v = Verdict(name)
@@ -157,11 +158,11 @@ def answers_across_fault(records: Sequence[RequestRecord], t_fault: float, *, co
     n, _ = divergent(run, gold)
     n0, base_wrong = divergent(steady, gold)
     least = smallest_flagged(n, len(base_wrong), n0, 1 - confidence)
-    if least is None or least > math.ceil(detect_share * n):
+    if least is None or least > math.ceil((len(base_wrong) / n0 + detect_share) * n):
         v.rows.remove(row)
         can = "no share" if least is None else f"{least}/{n} ({100 * least / n:.1f} %)"
         v.not_proven("answer_divergence", row.limit, row.measured,
-                     f"too few steady answers ({n0}) to tell {detect_share:.0%} of {n} answers diverging from "
+                     f"too few steady answers ({n0}) to tell {detect_share:.0%} more of {n} answers diverging than "
                      f"the steady state's own rate: {can} would stand out", items=items)
     return v
 
