@@ -17,9 +17,9 @@ if TYPE_CHECKING:
 # prompts per class in the greedy load's fixed set: each is asked again after the fault at the load's rate
 PROMPT_SET = 16
 LOAD_ANSWERS: dict[str, Any] = {"answers": PROMPT_SET}  # start_load's override that turns the greedy load on
-# steady answers held for before the fault: with none of them disagreeing, about 250 let a 2 % divergence
-# among as many answers after it stand out at 99 % (Fisher); fewer leave the verdict not proven, never passed
-GOLDEN_ANSWERS = 300
+# steady answers held for before the fault: with none of them disagreeing, 460 (as many answers after it as
+# before) down to 230 (far more after) let 2 % of those diverging stand out at 99 % (Fisher); fewer: not proven
+GOLDEN_ANSWERS = 600
 PHASE = "steady state: golden answers"
 
 
