@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from chaos.experiment import suite_budgets as budgets
-from chaos.experiment.answers_steps import LOAD_ANSWERS, answers_judged, collect_golden
+from chaos.experiment.answers_steps import LOAD_ANSWERS, answers_judged, collect_after, collect_golden
 from chaos.experiment.runner import Experiment
 from chaos.experiment.suite import fault_happened
 from chaos.experiment.waits import engine_restarted
@@ -40,8 +40,9 @@ def recovery_run(stack: StackHandle, monitoring: AlertMonitor, summary: SummaryC
     overrides, see RecoverySteps.start_load), as an Experiment for the one runner.
 
     `fault()` makes the fault when its time comes (after the steady state); `lasting`, `crash` and `proof`:
-    RecoverySteps.inject; `golden_s`: how long the steady state may wait for its golden answers (default
-    answers_steps.golden_wait_s). The run observes the hurt replica directly and the API in front of it."""
+    RecoverySteps.inject; `golden_s`: how long the steady state may wait for its golden answers, and the one
+    after recovery for as many after the fault (default answers_steps.golden_wait_s). The run observes the hurt
+    replica directly and the API in front of it."""
     rep.labels(epic="Resilience", feature="Recovery", story=kind or "baseline", suite="recovery")
     rep.title(f"{kind or 'no fault (baseline)'} on {name} under {load} load")
     if (kind is None) != (fault is None):
@@ -57,6 +58,7 @@ def recovery_run(stack: StackHandle, monitoring: AlertMonitor, summary: SummaryC
             r.inject(fault(), lasting=lasting, crash=crash, proof=proof)
             r.wait_recovered()  # the stack must heal itself, from the moment the fault had taken effect
         r.observe_steady()  # a full rolling window after recovery at least, up to the steady-state SLA
+        collect_after(run, r.t_inject, timeout_s=golden_s)  # as many answers after the fault as before it
         r.judge(summary)  # the fault happened; recovered within the SLAs, nothing lost; the alerts saw it
 
     return Experiment(f"{kind or 'baseline'}-{name}-{load}", steps=steps, hurt=(name,))

@@ -111,6 +111,7 @@ def common(env: Environment) -> list[PhaseBudget]:
                 f"safety.abort.max_fault_duration_s {_s(env.safety.abort.max_fault_duration_s)}"),
         derived("revert", bound, f"a reverted replica healthy within {bound_why}"),
         derived("recover", 2 * s.recovery_s, f"2 x slas.recovery_s {_s(s.recovery_s)}"),
+        derived(answers_steps.PHASE_AFTER, answers_steps.golden_wait_s(env), f"60 s x time_scale {_s(ts)}"),
         derived("steady state after recovery", max(2 * _window(env) + 1, s.steady_state_s + _window(env)),
                 f"slas.steady_state_s {_s(s.steady_state_s)} + a {_s(_window(env))} s window"),
         derived("drain load", 2 * load + LOAD_GRACE_S,
