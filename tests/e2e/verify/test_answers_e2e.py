@@ -15,6 +15,8 @@ from tests._support import REPO, require
 from tests.standins.stack.stack_env import write_env
 
 SUITE = '''
+import os
+
 import pytest
 
 from chaos import faults
@@ -24,10 +26,13 @@ from chaos.scenarios import recovery_run
 from chaos.verify.answers import answers_across_fault
 
 
+GOLDEN_S = float(os.environ["GOLDEN_S"]) if os.environ.get("GOLDEN_S") else None  # None: the environment's
+
+
 def restart(stack, name, planted):
     """The replica's restart; with `planted`, 2 % of every replica's answers corrupted from now on."""
     if planted is not None:
-        planted += [corrupt_answer(stack.fault_proxy(t), fraction=0.02) for t in ("replica-a", "replica-c")]
+        planted += [corrupt_answer(stack.fault_proxy(t.name), fraction=0.02) for t in stack.env.targets if t.fault_proxy]
         for f in planted:
             f.inject()
     return faults.restart(stack.target(name))
@@ -35,7 +40,8 @@ def restart(stack, name, planted):
 
 def scenario(stack, monitoring, summary, planted=None):
     return recovery_run(stack, monitoring, summary, "gpu-driver-reset", "replica-a", "steady-users",
-                        fault=lambda: restart(stack, "replica-a", planted), crash=True, proof="restart_count")
+                        fault=lambda: restart(stack, "replica-a", planted), crash=True, proof="restart_count",
+                        golden_s=GOLDEN_S)
 
 
 def test_a_restart_keeps_the_answers(stack, run_experiment, summary, monitoring):
@@ -65,18 +71,23 @@ def test_planted_corruption_fails_naming_the_requests(stack, run_experiment, sum
 '''
 
 
-@pytest.mark.slow
-def test_a_restart_passes_the_answers_verdict_and_planted_corruption_fails_it(tmp_path: Path) -> None:
-    require("toxiproxy")
-    env_file = write_env(tmp_path)
+def run_demo(tmp_path: Path, env: str, *, timeout_s: float, golden_s: float | None = None) -> None:
+    """The demo suite against environment `env` (a name or a file), both tests passing."""
     project = tmp_path / "project"
     (project / "suites" / "answers").mkdir(parents=True)
     (project / "suites" / "answers" / "test_answers_demo.py").write_text(SUITE)
     environ = {k: v for k, v in os.environ.items() if k not in ("CHAOS_REQUIRE", "CHAOS_ENV")}
     environ["PYTHONPATH"] = os.pathsep.join([str(REPO), environ.get("PYTHONPATH", "")])
-    r = subprocess.run([sys.executable, "-m", "pytest", "suites/answers", "--env", str(env_file), "-p", "no:cacheprovider",
+    environ["GOLDEN_S"] = "" if golden_s is None else str(golden_s)
+    r = subprocess.run([sys.executable, "-m", "pytest", "suites/answers", "--env", env, "-p", "no:cacheprovider",
                         "-q", "-rA", "-s", "--allow-destructive", "--rootdir", str(project)], cwd=project,
-                       capture_output=True, text=True, timeout=540, env=environ)
+                       capture_output=True, text=True, timeout=timeout_s, env=environ)
     out = r.stdout + r.stderr
     print("\n".join(line for line in out.splitlines() if "ANSWERS [" in line or "PLANTED " in line))
     assert r.returncode == 0 and "2 passed" in out, out[-6000:]
+
+
+@pytest.mark.slow
+def test_a_restart_passes_the_answers_verdict_and_planted_corruption_fails_it(tmp_path: Path) -> None:
+    require("toxiproxy")
+    run_demo(tmp_path, str(write_env(tmp_path)), timeout_s=540)
