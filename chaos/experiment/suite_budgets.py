@@ -105,13 +105,11 @@ def common(env: Environment) -> list[PhaseBudget]:
     return [
         PhaseBudget("start load", START_S, "starting the load generator"),
         derived("steady state", 3.0, "the 3 s pre-fault check"),
-        derived(answers_steps.PHASE, answers_steps.golden_wait_s(env), f"60 s x time_scale {_s(ts)}"),
         derived("inject", bound, f"a replica fault proven within {bound_why}"),
         derived("hold fault", env.safety.abort.max_fault_duration_s,
                 f"safety.abort.max_fault_duration_s {_s(env.safety.abort.max_fault_duration_s)}"),
         derived("revert", bound, f"a reverted replica healthy within {bound_why}"),
         derived("recover", 2 * s.recovery_s, f"2 x slas.recovery_s {_s(s.recovery_s)}"),
-        derived(answers_steps.PHASE_AFTER, answers_steps.golden_wait_s(env), f"60 s x time_scale {_s(ts)}"),
         derived("steady state after recovery", max(2 * _window(env) + 1, s.steady_state_s + _window(env)),
                 f"slas.steady_state_s {_s(s.steady_state_s)} + a {_s(_window(env))} s window"),
         derived("drain load", 2 * load + LOAD_GRACE_S,
@@ -120,9 +118,15 @@ def common(env: Environment) -> list[PhaseBudget]:
     ]
 
 
+def _golden(env: Environment, *phases: str) -> list[PhaseBudget]:
+    """The answers verdict's waits for its answers (chaos/experiment/answers_steps.py)."""
+    return [derived(p, answers_steps.golden_wait_s(env), f"60 s x time_scale {_s(env.time_scale)}") for p in phases]
+
+
 def _recovery(env: Environment) -> list[PhaseBudget]:
     s = env.slas
     phases = [p for p in common(env) if p.phase not in ("hold fault", "drain load")]
+    phases += _golden(env, answers_steps.PHASE, answers_steps.PHASE_AFTER)
     from chaos.env.hurt import HELD, chosen
 
     held = [t for f in HELD for t in chosen(env, f)[0]]
@@ -157,7 +161,7 @@ def _network(env: Environment) -> list[PhaseBudget]:
 
 def _breaker(env: Environment) -> list[PhaseBudget]:
     p = env.breaker
-    return common(env) + [
+    return common(env) + _golden(env, answers_steps.PHASE) + [
         derived("steady state: the canary's breaker window is full", 2 * p.window_s, f"2 x breaker.window_s {_s(p.window_s)}"),
         derived("recovery: half-open probing, then closed", 2 * p.window_s + 10 * p.open_wait_s + 2 * p.reaction_allowance_s,
                 f"breaker.window_s {_s(p.window_s)}, open_wait_s {_s(p.open_wait_s)}, reaction_allowance_s "
