@@ -129,6 +129,7 @@ class MixWorkload:
         self._names = [c for c in self.mix if self.mix[c] > 0]
         self._weights = [self.mix[c] for c in self._names]
         self._base: dict[str, tuple[str, int]] = {}
+        self._set: dict[str, Prompt] = {}
         self._n = itertools.count()
         self._lock = threading.Lock()
         # differs per process, so workers sharing a seed never send identical (prefix-cached) prompts
@@ -142,8 +143,18 @@ class MixWorkload:
         return self._base[cls]
 
     def _set_prompt(self, cls: str, k: int) -> Prompt:
-        base, n = self._base_text(cls)
-        return Prompt(cls, f"{base} {k:03x} set", n + 2, key=f"{cls}-{k}")
+        """Prompt k of the class's fixed set (made once); the first `special_share` of the set carry a corpus row."""
+        key = f"{cls}-{k}"
+        if key not in self._set:
+            base, n = self._base_text(cls)
+            if k < round(self.special_share * self.prompt_set):
+                head = self.special[k % len(self.special)]
+                keep = base.split(" ")[:max(1, n - 3 * count_tokens(head))]
+                text = f"{head} {' '.join(keep)} {k:03x} set"
+                self._set[key] = Prompt(cls, text, count_tokens(text), key=key)
+            else:
+                self._set[key] = Prompt(cls, f"{base} {k:03x} set", n + 2, key=key)
+        return self._set[key]
 
     def next(self) -> Prompt | None:
         with self._lock:

@@ -14,7 +14,7 @@ from chaos.load.config import LoadConfig
 from chaos.load.records import RequestRecord, answer_digest
 from chaos.load.sse import StreamMeter
 from chaos.load.users import answer_text
-from chaos.load.workloads import MixWorkload, Prompt, body_maker
+from chaos.load.workloads import MixWorkload, Prompt, body_maker, count_tokens
 
 DATA = Path(__file__).parent / "data"
 SIM = (DATA / "sim-completions-16.sse").read_bytes()
@@ -82,6 +82,10 @@ def test_the_prompt_set_is_one_set_in_every_process():
     assert set(keys) == {f"{c}-{k}" for c in ("short", "long") for k in range(4)}
     assert len({p.text for p in keys.values()}) == 8 and all(p.text.endswith(" set") for p in keys.values())
     assert all(p.tokens == len(p.text.split()) for p in keys.values())  # the simulator's count
+    special = MixWorkload({"short": 1}, {"short": 40}, seed=3, prompt_set=4, special_share=0.25)
+    heads = {p.key: p for p in (special.next() for _ in range(100)) if p}
+    assert heads["short-0"].text.startswith(special.special[0]) and heads["short-0"].tokens == count_tokens(
+        heads["short-0"].text) and not any(heads[f"short-{k}"].text.startswith(special.special[0]) for k in (1, 2, 3))
     unique = MixWorkload({"short": 1}, {"short": 20}, seed=3)
     assert unique.next().key is None  # prompt_set 0: every prompt unique, as before
 
