@@ -159,7 +159,8 @@ def corrupt_answer(proxy: FaultProxyAdmin, after_tokens: int = 0, *, insert: str
                    **kw: Any) -> HttpFault:
     """The answer's text after k token chunks gets `insert` ("corrupted " by default) put in: a whole,
     well-formed answer that is wrong (the answers verdict's planted corruption; streamed or not)."""
-    return HttpFault(proxy, "corrupt_answer", after_tokens=after_tokens, **({"insert": insert} if insert else {}), **kw)
+    extra: dict[str, Any] = {"insert": insert} if insert else {}
+    return HttpFault(proxy, "corrupt_answer", after_tokens=after_tokens, **extra, **kw)
 
 
 def header_fault(proxy: FaultProxyAdmin, *, drop: list[str] | None = None, set: dict[str, str] | None = None,
