@@ -3,8 +3,7 @@ load (closed-loop users or Poisson arrivals), a fault on one target (or
 none: the baseline under the same load and observers), held where it lasts until the engine died of it, the
 stack healing itself, a steady window after, then the verdicts: the fault happened, the replica recovered
 within the SLAs with nothing lost beyond the fault's allowance and every answer still the steady state's, the
-alerts saw it (and the baseline paged
-nobody)."""
+alerts saw it (and the baseline paged nobody)."""
 from __future__ import annotations
 
 from collections.abc import Callable
