@@ -123,6 +123,15 @@ def _template(line: bytes, chunk: dict[str, Any], in_text: bool) -> tuple[bytes,
     return None
 
 
+def answer_text(data: Any) -> str:
+    """The first choice's text of a whole (non-streamed) answer: `message.content` (chat) or `text`."""
+    choices = data.get("choices") if isinstance(data, dict) else None
+    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    message = choice.get("message")
+    text = message.get("content") if isinstance(message, dict) else choice.get("text")
+    return text if isinstance(text, str) else ""
+
+
 class StreamMeter:
     """Feeds SSE lines with their arrival times (perf_counter seconds) and fills a record."""
 

@@ -24,7 +24,7 @@ from locust.exception import StopUser
 
 from chaos.load import kstamp
 from chaos.load.records import RequestRecord, answer_digest
-from chaos.load.sse import StreamMeter
+from chaos.load.sse import StreamMeter, answer_text
 from chaos.load.workloads import Prompt, body_maker
 
 if TYPE_CHECKING:
@@ -49,15 +49,6 @@ def classify(exc: BaseException, in_body: bool) -> str:
     if isinstance(exc, (ConnectionError, HTTPConnectionClosed, OSError)) or "closed" in str(exc).lower():
         return "reset"
     return "other"
-
-
-def answer_text(data: Any) -> str:
-    """The first choice's text of a whole (non-streamed) answer: `message.content` (chat) or `text`."""
-    choices = data.get("choices") if isinstance(data, dict) else None
-    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-    message = choice.get("message")
-    text = message.get("content") if isinstance(message, dict) else choice.get("text")
-    return text if isinstance(text, str) else ""
 
 
 def _retry_after(headers: Mapping[str, Any] | None) -> float | None:

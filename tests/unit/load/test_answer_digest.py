@@ -12,8 +12,7 @@ import pytest
 from chaos.errors import ConfigError
 from chaos.load.config import LoadConfig
 from chaos.load.records import RequestRecord, answer_digest
-from chaos.load.sse import StreamMeter
-from chaos.load.users import answer_text
+from chaos.load.sse import StreamMeter, answer_text
 from chaos.load.workloads import MixWorkload, Prompt, body_maker, count_tokens
 
 DATA = Path(__file__).parent / "data"
