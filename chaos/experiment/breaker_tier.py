@@ -2,13 +2,15 @@
 load through the gateway until the canary's breaker window is full, a fault
 sized from the environment's own `breaker:` policy on the canaries, hold, revert, recovery (operator reset,
 held to the end, or half-open probing back to closed), then the verdicts: the fault happened, the breaker
-reached the tier the policy gives (spec vs observed, or the anomaly rule), nothing lost, the alerts saw it."""
+reached the tier the policy gives (spec vs observed, or the anomaly rule), nothing lost, every answer still
+the steady state's, the alerts saw it."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from chaos.experiment.answers_steps import PROMPT_SET, answers_judged, collect_golden, golden_wait_s
 from chaos.experiment.runner import Experiment
 from chaos.experiment.suite import fault_proof, gateway_admin
 from chaos.experiment.waits import breaker_closed, window_full
@@ -102,11 +104,13 @@ class BreakerSteps:
         The load outlasts every step at its longest (a long window's fill, hold and recovery), or the canary's
         recovery would be judged with no calls to probe it."""
         p = self.policy
-        longest = 4.5 * p.window_s + self.size.hold_s + 8 * p.open_wait_s + p.reaction_allowance_s + 10.0
+        longest = (4.5 * p.window_s + self.size.hold_s + 8 * p.open_wait_s + p.reaction_allowance_s
+                   + golden_wait_s(self.stack.env) + 10.0)
         with self.sc.phase("start load"):
             self.load_t0 = self.sc.clock()
-            self.sc.start_load(duration_s=max(duration_s, longest), users=users)
+            self.sc.start_load(duration_s=max(duration_s, longest), users=users, answers=PROMPT_SET)
         self.sc.steady_state(max(3.0, self.policy.window_s * 0.5))
+        collect_golden(self.sc)  # the answers every answer during and after the fault is held to
 
     def fill_canary_window(self) -> None:
         """Hold the steady state until the canary's window holds the calls this tier needs.
@@ -172,7 +176,8 @@ class BreakerSteps:
         stack.attribute_replicas(records)  # which replica served each request, where no pool header said so
         attempts = stack.upstream_attempts(self.load_t0, self.sc.clock()) or records
         stage1 = fault_proof(self.fault)
-        verdicts: list[Verdict] = [accounting_verdict(records, stack.server_log(records=records))]
+        verdicts: list[Verdict] = [accounting_verdict(records, stack.server_log(records=records)),
+                                   answers_judged(records, self.t0)]
         analysis = analyze(attempts, policy, baseline_until=self.t0)
         try:
             if expect == "anomaly":

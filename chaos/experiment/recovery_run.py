@@ -2,14 +2,15 @@
 load (closed-loop users or Poisson arrivals), a fault on one target (or
 none: the baseline under the same load and observers), held where it lasts until the engine died of it, the
 stack healing itself, a steady window after, then the verdicts: the fault happened, the replica recovered
-within the SLAs with nothing lost beyond the fault's allowance, the alerts saw it (and the baseline paged
-nobody)."""
+within the SLAs with nothing lost beyond the fault's allowance and every answer still the steady state's, the
+alerts saw it (and the baseline paged nobody)."""
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from chaos.experiment import suite_budgets as budgets
+from chaos.experiment.answers_steps import LOAD_ANSWERS, answers_judged, collect_after, collect_golden
 from chaos.experiment.runner import Experiment
 from chaos.experiment.suite import fault_happened
 from chaos.experiment.waits import engine_restarted
@@ -33,12 +34,14 @@ if TYPE_CHECKING:
 def recovery_run(stack: StackHandle, monitoring: AlertMonitor, summary: SummaryCollector, kind: str | None,
                  name: str, load: str, *, profile: dict[str, Any] | None = None,
                  fault: Callable[[], Fault] | None = None, lasting: bool = False, crash: bool = False,
-                 proof: str = "restarts_seen") -> Experiment:
+                 proof: str = "restarts_seen", golden_s: float | None = None) -> Experiment:
     """Fault `kind` (None: the no-fault baseline) on target `name` under load `load` (`profile`: the load's
     overrides, see RecoverySteps.start_load), as an Experiment for the one runner.
 
     `fault()` makes the fault when its time comes (after the steady state); `lasting`, `crash` and `proof`:
-    RecoverySteps.inject. The run observes the hurt replica directly and the API in front of it."""
+    RecoverySteps.inject; `golden_s`: how long the steady state may wait for its golden answers, and the one
+    after recovery for as many after the fault (default answers_steps.golden_wait_s). The run observes the hurt
+    replica directly and the API in front of it."""
     rep.labels(epic="Resilience", feature="Recovery", story=kind or "baseline", suite="recovery")
     rep.title(f"{kind or 'no fault (baseline)'} on {name} under {load} load")
     if (kind is None) != (fault is None):
@@ -47,12 +50,14 @@ def recovery_run(stack: StackHandle, monitoring: AlertMonitor, summary: SummaryC
     def steps(run: Run) -> None:
         r = RecoverySteps(stack, run, monitoring, kind, name, load)
         r.start_load(**(profile or {}))
+        collect_golden(run, timeout_s=golden_s)  # the answers every answer during and after the fault is held to
         if fault is None:
             r.no_fault()
         else:
             r.inject(fault(), lasting=lasting, crash=crash, proof=proof)
             r.wait_recovered()  # the stack must heal itself, from the moment the fault had taken effect
         r.observe_steady()  # a full rolling window after recovery at least, up to the steady-state SLA
+        collect_after(run, r.t_inject, timeout_s=golden_s)  # as many answers after the fault as before it
         r.judge(summary)  # the fault happened; recovered within the SLAs, nothing lost; the alerts saw it
 
     return Experiment(f"{kind or 'baseline'}-{name}-{load}", steps=steps, hurt=(name,))
@@ -83,7 +88,8 @@ class RecoverySteps:
         sc, env = self.sc, self.env
         with sc.phase("start load", profile=self.load):
             rate: dict[str, Any] = {"rate": env.load.rate_per_s} if profile.get("shape") == "rate" else {}
-            sc.start_load(duration_s=2 * env.slas.recovery_s + 4 * sc.scaled(30) + 60, **profile, **rate)
+            sc.start_load(duration_s=2 * env.slas.recovery_s + 4 * sc.scaled(30) + 60, **{**LOAD_ANSWERS, **profile},
+                          **rate)
         sc.steady_state(2.0)
         self.alerts = self.monitoring.watch(self.kind)  # what this fault must page (monitoring.expect)
         self.restarts_before = self.target.restart_count()
@@ -207,10 +213,11 @@ class RecoverySteps:
         t_dead = self.t_inject + float(self.evidence.get("engine_died_after_s", 0.0))
         allowance = fault_allowance(records, (self.t_inject, t_dead) if kind is not None else None, env.slas.error_budget)
         av = accounting_verdict(records, stack.server_log(records=records), failed_max=allowance)
+        answers = answers_judged(records, self.t_inject)  # every answer during and after the fault, by the steady ones
         rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
         add_recovery(summary, rv, av, fault=kind is not None, target=name)
         if stage1:
             sc.judge("the fault really happened", stage1)
-        sc.judge("the system behaved", [rv, av])
+        sc.judge("the system behaved", [rv, av, answers])
         # a fault that did not happen is no missed alert: stage 1 decides whether a silence counts
         sc.judge("the monitoring saw it", [self.alerts.verdict(fault_proven=all(v.ok for v in stage1), timeline=sc.timeline)])

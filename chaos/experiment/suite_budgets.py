@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from chaos.env import Environment
 from chaos.env.model import Target
+from chaos.experiment import answers_steps
 from chaos.experiment.budget import Budget, PhaseBudget, derived, margin
 from chaos.faults.base import recover_bound_s
 from chaos.targets.container_facts import EXECUTE_TIMEOUT_DEFAULT_S, EXECUTE_TIMEOUT_VAR, facts_of
@@ -117,9 +118,15 @@ def common(env: Environment) -> list[PhaseBudget]:
     ]
 
 
+def _golden(env: Environment, *phases: str) -> list[PhaseBudget]:
+    """The answers verdict's waits for its answers (chaos/experiment/answers_steps.py)."""
+    return [derived(p, answers_steps.golden_wait_s(env), f"60 s x time_scale {_s(env.time_scale)}") for p in phases]
+
+
 def _recovery(env: Environment) -> list[PhaseBudget]:
     s = env.slas
     phases = [p for p in common(env) if p.phase not in ("hold fault", "drain load")]
+    phases += _golden(env, answers_steps.PHASE, answers_steps.PHASE_AFTER)
     from chaos.env.hurt import HELD, chosen
 
     held = [t for f in HELD for t in chosen(env, f)[0]]
@@ -154,7 +161,7 @@ def _network(env: Environment) -> list[PhaseBudget]:
 
 def _breaker(env: Environment) -> list[PhaseBudget]:
     p = env.breaker
-    return common(env) + [
+    return common(env) + _golden(env, answers_steps.PHASE) + [
         derived("steady state: the canary's breaker window is full", 2 * p.window_s, f"2 x breaker.window_s {_s(p.window_s)}"),
         derived("recovery: half-open probing, then closed", 2 * p.window_s + 10 * p.open_wait_s + 2 * p.reaction_allowance_s,
                 f"breaker.window_s {_s(p.window_s)}, open_wait_s {_s(p.open_wait_s)}, reaction_allowance_s "

@@ -11,7 +11,7 @@ NETWORK = ("latency", "jitter", "timeout", "reset-peer", "bandwidth", "slicer", 
            "rank-link-cut")
 TARGET = ("restart", "kill", "pause", "stop", "rank-freeze")
 HTTP = ("http-error", "oom-error", "slow-headers", "slow-first-token", "stream-stall", "stream-cut", "error-chunk",
-        "malformed-chunk", "duplicate-chunk", "rewrite-model", "header-fault", "hang")
+        "malformed-chunk", "duplicate-chunk", "rewrite-model", "header-fault", "hang", "corrupt-answer")
 
 
 def _http_fault(env: Any, kind: str, target: str | None, proxy: str | None, params: dict[str, Any]) -> Any:

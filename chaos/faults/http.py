@@ -21,7 +21,7 @@ from chaos.faults.proxy_admin import RULE_PREFIX, FaultProxyAdmin, FaultProxyErr
 
 INFERENCE = {"path": "/v1/*"}
 KINDS = ("abort", "oom", "delay", "stall", "cut", "error_chunk", "malformed_chunk", "duplicate_chunk",
-         "rewrite_model", "header", "hang")
+         "rewrite_model", "header", "hang", "corrupt_answer")
 
 
 class HttpFault(Fault):
@@ -153,6 +153,14 @@ def duplicate_chunk(proxy: FaultProxyAdmin, after_tokens: int = 4, **kw: Any) ->
 def rewrite_model(proxy: FaultProxyAdmin, model: str, **kw: Any) -> HttpFault:
     """Answers claim to come from `model` (the misrouting stand-in)."""
     return HttpFault(proxy, "rewrite_model", model=model, **kw)
+
+
+def corrupt_answer(proxy: FaultProxyAdmin, after_tokens: int = 0, *, insert: str | None = None,
+                   **kw: Any) -> HttpFault:
+    """The answer's text after k token chunks gets `insert` ("corrupted " by default) put in: a whole,
+    well-formed answer that is wrong (the answers verdict's planted corruption; streamed or not)."""
+    extra: dict[str, Any] = {"insert": insert} if insert else {}
+    return HttpFault(proxy, "corrupt_answer", after_tokens=after_tokens, **extra, **kw)
 
 
 def header_fault(proxy: FaultProxyAdmin, *, drop: list[str] | None = None, set: dict[str, str] | None = None,

@@ -213,6 +213,7 @@ SPECS: dict[str, tuple[Param, ...]] = {
     "rewrite-model": (_p("model", Text(), required=True), *RULE),
     "header-fault": (_p("drop", TextList()), _p("set", TextMap()), *RULE),
     "hang": RULE,
+    "corrupt-answer": (AFTER, _p("insert", Text()), *RULE),
 }
 
 

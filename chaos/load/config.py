@@ -61,6 +61,9 @@ class LoadConfig:
     attributes: dict[str, dict[str, float]] = field(default_factory=dict)
     temperature: float | None = None      # sent when set: 0 makes answers comparable (shadow diff)
     special_share: float = 0.0            # mix: share of prompts headed by a special-character corpus row
+    # > 0: greedy, seeded answers (temperature 0, `seed` sent) over a fixed set of this many mix prompts per
+    # class, each record keeping its prompt's key and its answer's digest (the answers verdict); 0: off
+    answers: int = 0
 
     def validate(self) -> LoadConfig:
         if self.api not in ("chat", "completions"):
@@ -86,6 +89,10 @@ class LoadConfig:
                                   f"non-negative weights and a positive sum, got {values!r}")
         if not 0 <= self.special_share <= 1:
             raise ConfigError(f"load config 'special_share': expected 0-1, got {self.special_share!r}")
+        if not isinstance(self.answers, int) or self.answers < 0:
+            raise ConfigError(f"load config 'answers': expected a prompt-set size >= 0, got {self.answers!r}")
+        if self.answers and self.temperature not in (None, 0):
+            raise ConfigError(f"load config 'temperature': answers are compared greedy (0), got {self.temperature!r}")
         if self.temperature is not None and not 0 <= self.temperature <= 2:
             raise ConfigError(f"load config 'temperature': expected 0-2, got {self.temperature!r}")
         return self

@@ -28,7 +28,8 @@ class Context:
     def __init__(self, cfg: LoadConfig) -> None:
         self.cfg = cfg
         self.workload = make_workload(cfg.workload, mix=cfg.mix, classes=cfg.classes, seed=cfg.seed,
-                                      n=cfg.workload_n, path=cfg.prompts_file, special_share=cfg.special_share)
+                                      n=cfg.workload_n, path=cfg.prompts_file, special_share=cfg.special_share,
+                                      prompt_set=cfg.answers)
         self.policy = cfg.retry_policy()
         self.environment: Environment | None = None
         self.schedule: pacing.ArrivalSchedule | None = None

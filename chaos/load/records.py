@@ -6,6 +6,7 @@ with time.perf_counter() from just before the request was sent.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -52,6 +53,9 @@ class RequestRecord:
     finish_reason: str | None = None  # the stream's (or answer's) last finish_reason
     attrs: dict[str, str] | None = None  # the request attributes it carried (load.attributes), by header
     stream_order: str | None = None  # streams: "proven" by the server's per-chunk counts, or why not
+    # greedy, seeded load only (LoadConfig.answers): which prompt it asked and a digest of its answer text
+    prompt_key: str | None = None
+    answer: str | None = None       # answer_digest() of the text (streams: the shown content, concatenated)
 
     @property
     def ok(self) -> bool:
@@ -68,6 +72,15 @@ class RequestRecord:
     def from_dict(cls, d: dict[str, Any]) -> RequestRecord:
         known = cls.__dataclass_fields__
         return cls(**{k: v for k, v in d.items() if k in known})
+
+
+ANSWER_DIGEST_HEX = 16  # 64 bits of sha256: a collision among a run's answers is not a concern
+
+
+def answer_digest(text: bytes | str) -> str:
+    """The short digest a record keeps of an answer's text (or of a prompt's)."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    return hashlib.sha256(data).hexdigest()[:ANSWER_DIGEST_HEX]
 
 
 # json.dumps(d, separators=(",", ":")) with the encoder built once (dumps builds one per call); a

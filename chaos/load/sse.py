@@ -12,11 +12,12 @@ repeat and one whose count goes back is out of order, however many tokens a delt
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import Any
 
-from chaos.load.records import RequestRecord
+from chaos.load.records import ANSWER_DIGEST_HEX, RequestRecord
 
 _DATA = b"data:"
 _DONE = b"[DONE]"
@@ -122,14 +123,25 @@ def _template(line: bytes, chunk: dict[str, Any], in_text: bool) -> tuple[bytes,
     return None
 
 
+def answer_text(data: Any) -> str:
+    """The first choice's text of a whole (non-streamed) answer: `message.content` (chat) or `text`."""
+    choices = data.get("choices") if isinstance(data, dict) else None
+    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    message = choice.get("message")
+    text = message.get("content") if isinstance(message, dict) else choice.get("text")
+    return text if isinstance(text, str) else ""
+
+
 class StreamMeter:
     """Feeds SSE lines with their arrival times (perf_counter seconds) and fills a record."""
 
     __slots__ = ("t0", "first", "last", "gaps", "events", "done", "error", "model", "usage_out",
-                 "usage_prompt", "finish_reason", "bad_json", "order", "template", "tries", "tail")
+                 "usage_prompt", "finish_reason", "bad_json", "order", "template", "tries", "tail", "text")
 
-    def __init__(self, t0: float) -> None:
+    def __init__(self, t0: float, *, digest: bool = False) -> None:
+        """`digest`: keep a digest of the shown text (the answers verdict's greedy load), see `answer()`."""
         self.t0 = t0
+        self.text: Any = hashlib.sha256() if digest else None
         self.first: float | None = None
         self.last: float | None = None
         self.gaps: list[float] = []
@@ -180,6 +192,8 @@ class StreamMeter:
                     # a non-empty text: a content event (feed's path, for a chunk with no count); _content's
                     # lines inlined on purpose: this loop runs per chunk of every stream, a call costs more here
                     if start < end:
+                        if self.text is not None:
+                            self.text.update(buf[start:end])  # a plain text: its JSON literal is its UTF-8
                         self.order.uncounted += 1
                         if self.first is None:
                             self.first = now
@@ -235,6 +249,8 @@ class StreamMeter:
             self.finish_reason = choice["finish_reason"]
         count = chunk_count(chunk)
         shown = self.order.see(count, text if isinstance(text, str) else "")
+        if shown and self.text is not None and isinstance(text, str) and text:
+            self.text.update(text.encode("utf-8"))
         self._content(bool(text) and shown, now)
         if (self.template is None and self.tries and self.model is not None and not usage and count is None
                 and isinstance(text, str) and text and not choice.get("finish_reason")):
@@ -250,6 +266,10 @@ class StreamMeter:
                 self.gaps.append(now - self.last)  # type: ignore[operator]
             self.last = now
             self.events += 1
+
+    def answer(self) -> str | None:
+        """The digest of the text shown so far (chaos.load.records.answer_digest of it), None when not kept."""
+        return None if self.text is None else str(self.text.hexdigest()[:ANSWER_DIGEST_HEX])
 
     def problem(self) -> tuple[str, str] | None:
         """The stream's error class and detail (error chunk, cut, corrupt), or None for a whole answer."""

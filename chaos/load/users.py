@@ -23,8 +23,8 @@ from locust.contrib.fasthttp import ResponseContextManager
 from locust.exception import StopUser
 
 from chaos.load import kstamp
-from chaos.load.records import RequestRecord
-from chaos.load.sse import StreamMeter
+from chaos.load.records import RequestRecord, answer_digest
+from chaos.load.sse import StreamMeter, answer_text
 from chaos.load.workloads import Prompt, body_maker
 
 if TYPE_CHECKING:
@@ -99,8 +99,10 @@ class LLMUser(FastHttpUser):
         self.path = PATHS[c.cfg.api]
         self.backoff = c.backoff(random.Random(f"{c.cfg.seed}-{id(self)}"))
         self.rng = random.Random(f"{c.cfg.seed}-attrs-{id(self)}")
+        greedy = c.cfg.answers > 0  # the answers verdict: one right answer per prompt (temperature 0, a fixed seed)
         self.make_body = body_maker(api=c.cfg.api, model=c.cfg.model, max_tokens=c.cfg.max_tokens, stream=c.cfg.stream,
-                                    ignore_eos=c.cfg.ignore_eos, temperature=c.cfg.temperature)
+                                    ignore_eos=c.cfg.ignore_eos, temperature=0.0 if greedy else c.cfg.temperature,
+                                    seed=c.cfg.seed if greedy else None)
         self.base_headers = {"content-type": "application/json", "accept": "text/event-stream"}
         if c.cfg.api_key:
             self.base_headers["authorization"] = f"Bearer {c.cfg.api_key}"
@@ -211,6 +213,10 @@ class LLMUser(FastHttpUser):
                 if rec.error is None and rec.model_answered and rec.model_answered != cfg.model:
                     rec.error = "wrong_model"
                     rec.error_detail = f"asked {cfg.model!r}, answered by {rec.model_answered!r}"
+                if rec.error is not None:
+                    rec.answer = None  # a broken answer is no answer to compare
+                elif cfg.answers:
+                    rec.prompt_key = prompt.key or answer_digest(prompt.text)
             resp.request_meta["response_time"] = (rec.e2e or 0.0) * 1000
             if rec.error is None:
                 resp.success()  # type: ignore[no-untyped-call]  # untyped in locust
@@ -234,7 +240,7 @@ class LLMUser(FastHttpUser):
         The body is taken a receive at a time and the meter splits it into lines (`receive`): a
         readline per line cost more than the rest of the meter (bench/loadgen.py). Every line of one
         receive gets that receive's time, as the readline loop gave it (the stamp is per receive)."""
-        meter = StreamMeter(t0)
+        meter = StreamMeter(t0, digest=self.cfg.answers > 0)
         t_end = None
         wall_minus_perf = rec.t_send - t0  # kernel stamps are wall clock; the meter runs on perf_counter
         try:
@@ -254,6 +260,7 @@ class LLMUser(FastHttpUser):
             rec.error = classify(e, True)
             rec.error_detail = f"{type(e).__name__}: {e}"[:300]
         meter.fill(rec, t_end if t_end is not None else _perf())
+        rec.answer = meter.answer()
         if rec.error is None:
             problem = meter.problem()
             if problem is not None:
@@ -271,6 +278,8 @@ class LLMUser(FastHttpUser):
         if "error" in data:
             rec.error, rec.error_detail = "error_chunk", json.dumps(data["error"])[:300]
         rec.model_answered = data.get("model")
+        if self.cfg.answers:
+            rec.answer = answer_digest(answer_text(data))
         usage = data.get("usage") or {}
         rec.output_tokens = usage.get("completion_tokens")
         rec.prompt_tokens = usage.get("prompt_tokens", rec.prompt_tokens)

@@ -46,19 +46,22 @@ def words(n_tokens: int, rng: random.Random) -> str:
 
 @dataclass(frozen=True)
 class Prompt:
-    """One prompt to send: its class, text and counted tokens."""
+    """One prompt to send: its class, text and counted tokens (and, in a fixed prompt set, its name)."""
 
     prompt_class: str
     text: str
     tokens: int
+    key: str | None = None
 
 
 def body(prompt: Prompt, *, api: str, model: str, max_tokens: int, stream: bool = True,
-         ignore_eos: bool = False, temperature: float | None = None) -> bytes:
+         ignore_eos: bool = False, temperature: float | None = None, seed: int | None = None) -> bytes:
     """The JSON body of an OpenAI-compatible chat or completions request."""
     d: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": stream}
     if temperature is not None:
         d["temperature"] = temperature
+    if seed is not None:  # vLLM's sampling seed: with temperature 0 the answer is the greedy one either way
+        d["seed"] = seed
     if ignore_eos:  # a vLLM extension: fixed-length answers, as `vllm bench serve --ignore-eos` sends
         d["ignore_eos"] = True
     if api == "chat":
@@ -71,17 +74,17 @@ def body(prompt: Prompt, *, api: str, model: str, max_tokens: int, stream: bool 
 
 
 def body_maker(*, api: str, model: str, max_tokens: int, stream: bool = True, ignore_eos: bool = False,
-               temperature: float | None = None) -> Callable[[Prompt], bytes]:
+               temperature: float | None = None, seed: int | None = None) -> Callable[[Prompt], bytes]:
     """`body` for one configuration, as a function of the prompt: the same bytes, with only the
     prompt's text encoded per request (the load user sends thousands a second)."""
     mark = "\x00prompt\x00"
     whole = body(Prompt("", mark, 0), api=api, model=model, max_tokens=max_tokens, stream=stream,
-                 ignore_eos=ignore_eos, temperature=temperature)
+                 ignore_eos=ignore_eos, temperature=temperature, seed=seed)
     quoted = json.dumps(mark, ensure_ascii=False).encode("utf-8")
     parts = whole.split(quoted)
     if len(parts) != 2:  # the mark elsewhere too (a model named so): encode every body whole
         return lambda prompt: body(prompt, api=api, model=model, max_tokens=max_tokens, stream=stream,
-                                   ignore_eos=ignore_eos, temperature=temperature)
+                                   ignore_eos=ignore_eos, temperature=temperature, seed=seed)
     head, tail = parts
     dumps = json.dumps
 
@@ -104,10 +107,17 @@ class MixWorkload:
 
     `special_share` of them carry a row of the special-character corpus (emoji-dense, mixed scripts,
     combining marks) at their head, in place of three times as many filler words (a real tokenizer
-    spends more tokens on an emoji than the simulator's rule counts), so the class keeps its size."""
+    spends more tokens on an emoji than the simulator's rule counts), so the class keeps its size.
+
+    `prompt_set` > 0: every prompt is one of a fixed set of that many per class, the same in every
+    process (no salt), named `<class>-<k>`: the answers verdict needs each prompt asked again after
+    the fault. Their distinct part is at their end (the simulator answers from a prompt's last tokens)."""
 
     def __init__(self, mix: dict[str, float] | None = None, classes: dict[str, int] | None = None,
-                 seed: int = 0, special_share: float = 0.0) -> None:
+                 seed: int = 0, special_share: float = 0.0, prompt_set: int = 0) -> None:
+        if prompt_set < 0:
+            raise ConfigError(f"load 'answers': expected a prompt-set size >= 0, got {prompt_set!r}")
+        self.prompt_set = prompt_set
         if not 0.0 <= special_share <= 1.0:
             raise ConfigError(f"load 'special_share': expected 0-1, got {special_share!r}")
         self.special_share = special_share
@@ -119,6 +129,7 @@ class MixWorkload:
         self._names = [c for c in self.mix if self.mix[c] > 0]
         self._weights = [self.mix[c] for c in self._names]
         self._base: dict[str, tuple[str, int]] = {}
+        self._set: dict[str, Prompt] = {}
         self._n = itertools.count()
         self._lock = threading.Lock()
         # differs per process, so workers sharing a seed never send identical (prefix-cached) prompts
@@ -131,9 +142,25 @@ class MixWorkload:
             self._base[cls] = (text, count_tokens(text))
         return self._base[cls]
 
+    def _set_prompt(self, cls: str, k: int) -> Prompt:
+        """Prompt k of the class's fixed set (made once); the first `special_share` of the set carry a corpus row."""
+        key = f"{cls}-{k}"
+        if key not in self._set:
+            base, n = self._base_text(cls)
+            if k < round(self.special_share * self.prompt_set):
+                head = self.special[k % len(self.special)]
+                keep = base.split(" ")[:max(1, n - 3 * count_tokens(head))]
+                text = f"{head} {' '.join(keep)} {k:03x} set"
+                self._set[key] = Prompt(cls, text, count_tokens(text), key=key)
+            else:
+                self._set[key] = Prompt(cls, f"{base} {k:03x} set", n + 2, key=key)
+        return self._set[key]
+
     def next(self) -> Prompt | None:
         with self._lock:
             cls = self.rng.choices(self._names, self._weights)[0]
+            if self.prompt_set:
+                return self._set_prompt(cls, self.rng.randrange(self.prompt_set))
             i = next(self._n)
             base, n = self._base_text(cls)
             if self.special and self.rng.random() < self.special_share:
@@ -249,15 +276,16 @@ def prompts_file(path: str | Path, n: int | None = None) -> ListWorkload:
 
 def make_workload(kind: str, *, mix: dict[str, float] | None = None, classes: dict[str, int] | None = None,
                   seed: int = 0, n: int | None = None, prefixes: int = 4,
-                  path: str | Path | None = None, special_share: float = 0.0) -> MixWorkload | ListWorkload | SpecialWorkload:
-    """Build a workload by name (mix | burst | shared_prefix | special | file)."""
+                  path: str | Path | None = None, special_share: float = 0.0,
+                  prompt_set: int = 0) -> MixWorkload | ListWorkload | SpecialWorkload:
+    """Build a workload by name (mix | burst | shared_prefix | special | file); `prompt_set`: MixWorkload's."""
     cls = dict(classes or DEFAULT_CLASSES)
     if kind == "file":
         if path is None:
             raise ConfigError("workload 'file' needs a prompts file")
         return prompts_file(path, n)
     if kind == "mix":
-        return MixWorkload(mix, cls, seed, special_share)
+        return MixWorkload(mix, cls, seed, special_share, prompt_set)
     if kind == "burst":
         return long_context_burst(n or 100, cls.get("xl", DEFAULT_CLASSES["xl"]), seed)
     if kind == "shared_prefix":

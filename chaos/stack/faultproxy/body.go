@@ -40,6 +40,12 @@ func (x *exchange) forwardBody(resp *http.Response) {
 				pl.applied(r)
 				body, changed, outcome = body[:len(body)/2], true, "error"
 			}
+			if r.spec.Kind == kCorrupt && !changed {
+				if out, ok := corruptText(body, r.insertJSON); ok {
+					pl.applied(r)
+					body, changed = out, true
+				}
+			}
 		}
 	}
 	if pl != nil && len(pl.rewrite) > 0 {

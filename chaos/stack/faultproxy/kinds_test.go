@@ -260,3 +260,42 @@ func TestStreamKindsOnJSON(t *testing.T) {
 		t.Fatalf("log %v", rec)
 	}
 }
+
+func TestCorruptAnswer(t *testing.T) {
+	f := newFixture(t, func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(readAll(r), `"stream": true`) {
+			sseUpstream(3, 0)(w, r)
+			return
+		}
+		jsonUpstream(200, chatJSON)(w, r)
+	})
+	f.addRule(map[string]any{"name": "c", "kind": "corrupt_answer", "after_tokens": 1, "insert": `x"y `})
+	ev, _, err := streamOf(t, f)
+	if err != nil || len(ev) != 5 || !strings.Contains(ev[1], `"content":"t1"`) ||
+		!strings.Contains(ev[2], `"content":"x\"y t2"`) || !strings.Contains(ev[3], `"content":"t3"`) {
+		t.Fatalf("stream: %v %q", err, ev)
+	}
+	if rec := f.lastLog(); rec["rule"] != "c" || rec["outcome"] != "stop" || rec["output_tokens"] != 3.0 {
+		t.Fatalf("log %v", rec)
+	}
+	f.addRule(map[string]any{"name": "c", "kind": "corrupt_answer"})
+	resp, b := f.post("/v1/chat/completions", chatBody(false))
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"content": "corrupted t1 t2 t3"`) ||
+		resp.ContentLength != int64(len(b)) {
+		t.Fatalf("JSON: %d %s", resp.StatusCode, b)
+	}
+	f.addRule(map[string]any{"name": "c", "kind": "corrupt_answer", "fraction": 0.5})
+	changed := 0
+	for i := 0; i < 4; i++ {
+		if _, b = f.post("/v1/chat/completions", chatBody(false)); strings.Contains(string(b), "corrupted") {
+			changed++
+		}
+	}
+	if _, _, hits := f.ruleCounters("c"); changed != 2 || hits != 2 {
+		t.Fatalf("fraction 0.5 of 4: %d changed, %d hits", changed, hits)
+	}
+	if code, body := f.adminCall("POST", "/_chaos/rules", map[string]any{"name": "e", "kind": "corrupt_answer",
+		"insert": ""}); code != 400 || !strings.Contains(body["error"].(string), "rule.insert") {
+		t.Fatalf("empty insert: %d %v", code, body)
+	}
+}

@@ -23,10 +23,14 @@ const (
 	kRewrite   = "rewrite_model"
 	kHeader    = "header"
 	kHang      = "hang"
+	kCorrupt   = "corrupt_answer"
 )
 
+// corruptInsert is what corrupt_answer puts at the head of an answer's text by default.
+const corruptInsert = "corrupted "
+
 var kindNames = []string{kAbort, kOOM, kDelay, kStall, kCut, kErrChunk, kMalformed, kDuplicate,
-	kRewrite, kHeader, kHang}
+	kRewrite, kHeader, kHang, kCorrupt}
 
 type matchSpec struct {
 	Path   *string           `json:"path,omitempty"`
@@ -55,6 +59,7 @@ type ruleSpec struct {
 	Model       *string           `json:"model,omitempty"`
 	Drop        []string          `json:"drop,omitempty"`
 	Set         map[string]string `json:"set,omitempty"`
+	Insert      *string           `json:"insert,omitempty"`
 }
 
 type ruleView struct {
@@ -84,6 +89,7 @@ type rule struct {
 	after       int
 	errBody     []byte // abort / oom / error_chunk answer
 	modelJSON   []byte // rewrite_model: the new value, JSON-encoded
+	insertJSON  []byte // corrupt_answer: the text put in, JSON-escaped (no quotes)
 	stopsEval   bool   // abort, oom, hang
 	streamFault bool   // stall, cut, error_chunk, malformed_chunk, duplicate_chunk
 }
@@ -111,6 +117,9 @@ func newRule(spec ruleSpec, seq uint64) *rule {
 		r.errBody = vllmError(*spec.Code, *spec.Message)
 	case kRewrite:
 		r.modelJSON = appendJSONString(nil, *spec.Model)
+	case kCorrupt:
+		q := appendJSONString(nil, *spec.Insert)
+		r.insertJSON = q[1 : len(q)-1]
 	}
 	r.stopsEval = spec.Kind == kAbort || spec.Kind == kOOM || spec.Kind == kHang
 	switch spec.Kind {

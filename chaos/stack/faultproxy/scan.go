@@ -254,3 +254,23 @@ func rewriteModel(b, modelJSON []byte, scratch []byte) ([]byte, bool) {
 	}
 	return append(out, b[copied:]...), true
 }
+
+// corruptText puts insert (JSON-escaped) at the head of the first non-empty "content" or "text"
+// string in b: the answer reads differently, and stays valid JSON and a whole answer.
+func corruptText(b, insert []byte) ([]byte, bool) {
+	for _, key := range [...]string{`"content"`, `"text"`} {
+		for from := 0; ; {
+			v, next := keyValue(b, key, from)
+			if v < 0 {
+				break
+			}
+			if v+1 < len(b) && b[v] == '"' && b[v+1] != '"' {
+				out := make([]byte, 0, len(b)+len(insert))
+				out = append(append(append(out, b[:v+1]...), insert...), b[v+1:]...)
+				return out, true
+			}
+			from = next
+		}
+	}
+	return b, false
+}

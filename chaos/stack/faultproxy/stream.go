@@ -204,7 +204,7 @@ func (s *sse) event(ev []byte) bool {
 	if pl := x.pl; pl != nil {
 		marker := isTok || isDone || isErr || fin != ""
 		for i, r := range pl.stream {
-			if s.fired[i] || s.tokens < r.after || (!marker || (r.spec.Kind == kDuplicate && !isTok)) {
+			if s.fired[i] || s.tokens < r.after || (!marker || ((r.spec.Kind == kDuplicate || r.spec.Kind == kCorrupt) && !isTok)) {
 				continue
 			}
 			s.fired[i] = true
@@ -212,6 +212,8 @@ func (s *sse) event(ev []byte) bool {
 			switch r.spec.Kind {
 			case kDuplicate:
 				dup = true
+			case kCorrupt:
+				ev, _ = corruptText(ev, r.insertJSON)
 			case kStall:
 				if x.rc.Flush() != nil || !x.sleep(*r.spec.Seconds) {
 					x.finish(-1, "abort")

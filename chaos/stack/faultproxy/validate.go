@@ -16,6 +16,7 @@ var kindFields = map[string][]string{
 	kStall: {"after_tokens", "seconds"}, kCut: {"after_tokens", "done"},
 	kErrChunk: {"after_tokens", "message", "code"}, kMalformed: {"after_tokens"},
 	kDuplicate: {"after_tokens"}, kRewrite: {"model"}, kHeader: {"drop", "set"}, kHang: {},
+	kCorrupt: {"after_tokens", "insert"},
 }
 
 func bad(field, format string, args ...any) error {

@@ -147,6 +147,17 @@ func parseKind(f fieldSet, s *ruleSpec) error {
 		s.Model = &m
 	case kHeader:
 		return parseHeaderKind(f, s)
+	case kCorrupt:
+		if s.AfterTokens, err = f.integer("after_tokens", 0, 0, 1<<31-1, "an integer >= 0"); err != nil {
+			return err
+		}
+		def := corruptInsert
+		if s.Insert, err = f.str("insert", &def); err != nil {
+			return err
+		}
+		if *s.Insert == "" {
+			return bad("insert", "expected a non-empty string")
+		}
 	}
 	return nil
 }

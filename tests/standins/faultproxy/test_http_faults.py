@@ -157,6 +157,20 @@ def test_rewrite_model_and_headers(proxy, policy):
     assert "content-type" not in hdrs and hdrs["x-chaos-test"] == "1"
 
 
+def test_corrupt_answer_changes_the_text_of_a_whole_answer(proxy, policy):
+    clean_stream, clean_json = call(proxy.url), call(proxy.url, stream=False)
+    with H.corrupt_answer(FaultProxyAdmin.of(proxy)).using(policy) as f:
+        s1 = call(proxy.url)
+        s2 = call(proxy.url, stream=False)
+    text = "".join(tokens(s1[2]))
+    assert text == "corrupted " + "".join(tokens(clean_stream[2])) and s1[2].rstrip().endswith(b"data: [DONE]")
+    content = json.loads(s2[2])["choices"][0]
+    before = json.loads(clean_json[2])["choices"][0]
+    key = "message" if "message" in content else None
+    got, want = (content[key]["content"], before[key]["content"]) if key else (content["text"], before["text"])
+    assert got == "corrupted " + want and f.evidence["hits"] == 2
+
+
 def test_hang_holds_requests_until_revert_then_serves_them(proxy, policy):
     out = {}
     f = H.hang(FaultProxyAdmin.of(proxy)).using(policy)
