@@ -13,6 +13,8 @@ plugin (chaos.fixtures.checklist) feeds it test outcomes and the verdicts each t
 judged alerts must have read Prometheus and seen each alert its fault expects fire and resolve. A
 scenario that expected no alert of its fault, or never reached its alerts (skipped), judges none: it
 neither proves nor disproves the item; when no scenario judged any, the item is not proven.
+`answers-stable` likewise, by the answers verdicts alone (chaos.verify.answers): every scenario that
+judged its answers across its fault must have had the power to see them change and seen none change.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from typing import Any
 
 from chaos.errors import ConfigError
 from chaos.verify.alerts import ALERTS_JUDGED, MONITORING_ITEM
+from chaos.verify.answers import ANSWERS_ITEM, ANSWERS_JUDGED
 from chaos.verify.verdict import Verdict
 
 PROVEN, FAILED, NOT_PROVEN = "proven", "failed", "not proven"
@@ -66,8 +69,13 @@ SEED_CHECKLIST: tuple[Item, ...] = (
     Item("gray-release", "gray release stages (shadow traffic compared first)"),
 )
 MONITORING = Item(MONITORING_ITEM, "the team's alerts fired for each fault and resolved after it", every=True)
-# the built-in checklist: the seed's items and the monitoring item of every scenario that judges alerts
-CHECKLIST: tuple[Item, ...] = (*SEED_CHECKLIST, MONITORING)
+ANSWERS = Item(ANSWERS_ITEM, "answers stay right across every fault: greedy, seeded answers unchanged from the "
+               "steady state's", every=True)
+# the built-in checklist: the seed's items, the monitoring item of every scenario that judges alerts and the
+# answers item of every scenario that judges its answers across its fault
+CHECKLIST: tuple[Item, ...] = (*SEED_CHECKLIST, MONITORING, ANSWERS)
+# the items proven by one kind of verdict alone (the data key its verdicts carry), not by the test's outcome
+VERDICT_ITEMS = {MONITORING_ITEM: ALERTS_JUDGED, ANSWERS_ITEM: ANSWERS_JUDGED}
 
 
 def parse_items(lines: Iterable[str], base: Sequence[Item] = CHECKLIST) -> tuple[Item, ...]:
@@ -110,6 +118,8 @@ class ScenarioResult:
         """This scenario's answer for one of its items: a passed test with a "not proven" row is not proven."""
         if item == MONITORING_ITEM:
             return self._alerts_status()
+        if item == ANSWERS_ITEM:
+            return self._answers_status()
         if self.status != PROVEN:
             return self.status, self.reason
         rows = [r for v in self.verdicts for r in v.unproven if not r.items or item in r.items]
@@ -137,12 +147,30 @@ class ScenarioResult:
             return NOT_JUDGED, "; ".join(f"{v.name}: monitoring.expect names no alert for it" for v in alerts)
         return PROVEN, ""
 
+    def _answers_status(self) -> tuple[str, str]:
+        """The answers item from this scenario's answers verdicts alone: failed where one named changed
+        answers, not judged where the scenario judged none, not proven where it could not tell."""
+        judged = [v for v in self.verdicts if v.data.get(ANSWERS_JUDGED)]
+        bad = [r for v in judged for r in v.failures]
+        if bad:
+            return FAILED, "; ".join(f"{r.check}: {r.detail or r.measured}" for r in bad)
+        if not judged:
+            return NOT_JUDGED, f"judged no answers ({self.reason or 'none asserted'})"
+        if self.status == FAILED:
+            return NOT_PROVEN, f"the scenario failed ({self.reason}); its answers were not what failed"
+        if self.status != PROVEN:
+            return NOT_PROVEN, self.reason
+        rows = [r for v in judged for r in v.unproven]
+        if rows:
+            return NOT_PROVEN, "; ".join(f"{r.check}: {r.unproven}" for r in rows)
+        return PROVEN, ""
+
     def evidence(self, item: str = "") -> str:
         """Where the proof came from: the verdicts it judged (for the monitoring item its alert verdicts),
         each with its `source` where it names one."""
         seen: list[str] = []
         for v in self.verdicts:
-            if item == MONITORING_ITEM and v.data.get(ALERTS_JUDGED) is None:
+            if item in VERDICT_ITEMS and v.data.get(VERDICT_ITEMS[item]) is None:
                 continue
             text = v.name + (f" [{v.data['source']}]" if v.data.get("source") else "")
             if text not in seen:

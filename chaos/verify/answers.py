@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 # the checklist item the answers rows prove (rows not proven leave only it unproven)
 ANSWER_ITEMS = ("answers-stable",)
+ANSWERS_ITEM = ANSWER_ITEMS[0]  # the checklist item the answers verdicts alone prove (chaos.report.checklist)
+ANSWERS_JUDGED = "answers_judged"  # set in the data of every answers-across-a-fault verdict
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,13 @@ def answers_across_fault(records: Sequence[RequestRecord], t_fault: float, *, co
     Golden: each prompt's majority steady answer; tolerance: the steady answers' own disagreement with it. A
     pass needs the power to see `detect_share` more of the answers diverge than that; else it is not proven,
     and why."""
+    v = _across_fault(records, t_fault, confidence=confidence, detect_share=detect_share, name=name, items=items)
+    v.data[ANSWERS_JUDGED] = True
+    return v
+
+
+def _across_fault(records: Sequence[RequestRecord], t_fault: float, *, confidence: float, detect_share: float,
+                  name: str, items: Sequence[str]) -> Verdict:
     answers = answers_of(records)
     if not answers:
         v = Verdict(name)
@@ -167,5 +176,5 @@ def answers_across_fault(records: Sequence[RequestRecord], t_fault: float, *, co
     return v
 
 
-__all__ = ["ANSWER_ITEMS", "Answer", "answers_across_fault", "answers_of", "answers_verdict", "divergent",
-           "fisher_greater", "golden", "majority_golden", "smallest_flagged"]
+__all__ = ["ANSWERS_ITEM", "ANSWERS_JUDGED", "ANSWER_ITEMS", "Answer", "answers_across_fault", "answers_of",
+           "answers_verdict", "divergent", "fisher_greater", "golden", "majority_golden", "smallest_flagged"]

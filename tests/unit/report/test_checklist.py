@@ -9,6 +9,7 @@ from chaos.env.monitoring import AlertExpectation
 from chaos.errors import ConfigError
 from chaos.observe.alerts import Firing
 from chaos.report.checklist import (
+    ANSWERS,
     CHECKLIST,
     FAILED,
     MONITORING,
@@ -21,6 +22,7 @@ from chaos.report.checklist import (
     parse_items,
 )
 from chaos.verify.alerts import MONITORING_ITEM, AlertWindow, alert_verdict
+from chaos.verify.answers import ANSWERS_ITEM
 from chaos.verify.verdict import Verdict
 
 ITEMS = (Item("a", "claim a"), Item("b", "claim b"))
@@ -113,9 +115,52 @@ def monitoring(*results: ScenarioResult) -> tuple[str, str]:
     return st.status, st.why
 
 
-def test_the_monitoring_item_is_built_in_after_the_seeds() -> None:
-    assert CHECKLIST[-1].id == MONITORING_ITEM == "monitoring-alerts" and CHECKLIST[:-1] == SEED_CHECKLIST
-    assert MONITORING.every and parse_items([])[-1] == MONITORING
+def test_the_monitoring_and_answers_items_are_built_in_after_the_seeds() -> None:
+    assert CHECKLIST[-2].id == MONITORING_ITEM == "monitoring-alerts" and CHECKLIST[:-2] == SEED_CHECKLIST
+    assert CHECKLIST[-1] == ANSWERS and ANSWERS.id == "answers-stable"
+    assert MONITORING.every and ANSWERS.every and parse_items([])[-2:] == (MONITORING, ANSWERS)
+
+
+def _answers(wrong: int, *, n: int = 600, steady: int = 600) -> Verdict:
+    """An answers verdict over crafted records: `steady` answers before t=100, `n` after, `wrong` of them changed."""
+    from chaos.load.records import RequestRecord
+    from chaos.verify.answers import answers_across_fault
+
+    recs = []
+    for i in range(steady + n):
+        after = i >= steady
+        changed = after and i - steady < wrong
+        t = 100.0 + i if after else float(i % 100)
+        recs.append(RequestRecord(f"r{i}", 1, t, e2e=0.1, status=200, outcome="succeeded",
+                                  prompt_key=f"short-{i % 8}", answer="bad" if changed else f"good-{i % 8}"))
+    return answers_across_fault(recs, 100.0)
+
+
+def answered(name: str, v: Verdict) -> ScenarioResult:
+    r = passed(name, **{ANSWERS_ITEM: ""})
+    r.verdicts.append(v)
+    return r
+
+
+def test_answers_verdicts_alone_prove_fail_or_leave_the_answers_item_not_proven() -> None:
+    ok = _answers(0)
+    st = judge((ANSWERS,), [answered("restart", ok)])[0]
+    assert st.status == PROVEN and st.evidence == "answers", (st.status, st.why)
+    changed = _answers(12)
+    failed = ScenarioResult("corrupt", {ANSWERS_ITEM: ""})
+    failed.verdicts.append(changed)
+    failed.record("call", "failed", "answers changed")
+    st = judge((ANSWERS,), [failed])[0]
+    assert st.status == FAILED and "r600" in st.why  # the changed requests named
+    few = _answers(0, n=5, steady=8)
+    st = judge((ANSWERS,), [answered("short", few)])[0]
+    assert st.status == NOT_PROVEN and "answer_divergence" in st.why
+    # a scenario that failed on its recovery time: its answers item is not failed by that
+    other = ScenarioResult("slow", {ANSWERS_ITEM: "", "a": ""})
+    other.verdicts.append(ok)
+    other.record("call", "failed", "recovery took too long")
+    st = judge((ANSWERS,), [other])[0]
+    assert st.status == NOT_PROVEN and "its answers were not what failed" in st.why
 
 
 def test_alerts_that_fired_paged_and_resolved_prove_the_monitoring_item_with_their_evidence() -> None:
