@@ -1,6 +1,7 @@
 """The benchmarks' RESULT lines for the harness's own tests: the keys each bench/ script prints, and a parser."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -36,8 +37,9 @@ def result_line(out: str) -> dict[str, str]:
     return pairs
 
 
-def run_short(script: str, timeout_s: float, *flags: str) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr) of `bench/<script> --short [flags]`; subprocess.TimeoutExpired past timeout_s."""
+def run_short(script: str, timeout_s: float, *flags: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of `bench/<script> --short [flags]` with `env` added to the environment;
+    subprocess.TimeoutExpired past timeout_s."""
     done = subprocess.run([sys.executable, str(BENCH / script), "--short", *flags], cwd=REPO, capture_output=True,
-                          text=True, timeout=timeout_s)
+                          text=True, timeout=timeout_s, env={**os.environ, **(env or {})})
     return done.returncode, done.stdout, done.stderr
