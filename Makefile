@@ -30,7 +30,7 @@ XDIST := $(if $(filter 0,$(XDIST_WORKERS)),,-n $(XDIST_WORKERS) --dist loadfile)
 lane = $(PYTEST) $(1) --durations=15 $(PYTEST_ARGS); rc=$$?; [ $$rc -eq 5 ] && { echo "no tests collected in $(1)"; exit 1; }; exit $$rc
 export PATH := $(CURDIR)/.tools/bin:$(PATH)
 
-.PHONY: lint typecheck setup venv tools toxiproxy faultproxy allure image test test-unit test-integration test-standins test-e2e test-vllm test-all test-paths gameday gameday-lab report bench clean cleanup setup-vllm setup-litellm vllm-image ci-vllm
+.PHONY: lint typecheck setup venv tools toxiproxy faultproxy allure image test test-unit test-integration test-standins test-e2e test-vllm test-all test-paths gameday gameday-lab report bench bench-short clean cleanup setup-vllm setup-litellm vllm-image ci-vllm
 
 setup: venv tools
 
@@ -134,6 +134,12 @@ report: allure
 
 bench: setup
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# each benchmark in its short mode (seconds; figures not judged, real vLLM not started): the integration lane
+# runs the same through tests/integration/bench/test_bench_short.py, which also checks each RESULT line's keys
+bench-short: setup
+	@for b in bench/*.py; do echo "== $$b --short"; out=$$($(PY) $$b --short) || { echo "$$out"; exit 1; }; \
+	  echo "$$out"; tail -1 <<<"$$out" | grep -q '^RESULT ' || { echo "bench-short: $$b did not end with RESULT"; exit 1; }; done
 
 cleanup: venv
 	$(VENV)/bin/chaos cleanup --env $(ENV)

@@ -9,6 +9,7 @@ ceiling, and the line says so. The search must finish within 15 minutes here (it
 
 Last line: `RESULT capacity_rps=.. trials=.. wall_s=.. ran_out=..`.
     .venv/bin/python bench/capacity.py [--env local] [--fault restart] [--min-rate 8] [--max-rate 256] [--trials 2]
+`--short` (CI: about a minute, figures not judged): one rate (8/s), one trial and its control, the fault held 1 s.
 """
 from __future__ import annotations
 
@@ -30,11 +31,16 @@ def main() -> int:
     ap.add_argument("--max-rate", default="256")
     ap.add_argument("--trials", default="2")
     ap.add_argument("--budget", default="840")
+    ap.add_argument("--short", action="store_true", help="one rate, one trial, no refinement: for CI")
     a = ap.parse_args()
+    extra: list[str] = []
+    if a.short:
+        a.min_rate = a.max_rate = "8"
+        a.trials, a.budget, extra = "1", "120", ["--hold", "1", "--refine", "0"]
     out = REPO / "reports" / "capacity-bench"
     t0 = time.monotonic()
     cmd = [sys.executable, "-m", "chaos.cli", "capacity", "--env", a.env, "--fault", a.fault, "--min-rate", a.min_rate,
-           "--max-rate", a.max_rate, "--trials", a.trials, "--budget", a.budget, "--out", str(out)]
+           "--max-rate", a.max_rate, "--trials", a.trials, "--budget", a.budget, *extra, "--out", str(out)]
     rc = subprocess.call(cmd, cwd=REPO)
     wall = time.monotonic() - t0
     runs = sorted(out.glob("*/capacity.json"))

@@ -1,6 +1,8 @@
 """The engine plugin's cost when installed and disarmed (hooks in place, no fault armed).
 
-Run: .venv/bin/python bench/engine_plugin.py [--no-real]
+Run: .venv/bin/python bench/engine_plugin.py [--no-real] [--short [--vllm]]
+`--short` (CI: seconds, figures not judged): best of 3 x 20k calls, and part 2 only with `--vllm` (two
+vLLM replicas take a minute or more to start), 2 rounds; without it the A/B figures are "none".
 1. per-call cost of each disarmed hook: the plugin's own wrappers (chaos_engine_plugin.hooks) around
    no-op methods, against the bare no-ops (best of 5 x 200k calls). A decode step of B requests on a
    model of L layers at TP t crosses execute_model and update_from_output once, allocate_slots B
@@ -55,9 +57,9 @@ def _fakes() -> dict[str, Any]:
     return {name: types.SimpleNamespace(**attrs) for name, attrs in mods.items()}
 
 
-def _per_call_ns(fn: Any, n: int = 200_000) -> float:
+def _per_call_ns(fn: Any, n: int = 200_000, tries: int = 5) -> float:
     best = float("inf")
-    for _ in range(5):
+    for _ in range(tries):
         t0 = time.perf_counter_ns()
         for _ in range(n):
             fn()
@@ -65,7 +67,7 @@ def _per_call_ns(fn: Any, n: int = 200_000) -> float:
     return best
 
 
-def hook_cost_us() -> tuple[float, dict[str, float]]:
+def hook_cost_us(n: int = 200_000, tries: int = 5) -> tuple[float, dict[str, float]]:
     """(µs per decode step, ns added per call of each hook) with nothing armed."""
     fakes = _fakes()
     calls = {"execute_model": ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner", "execute_model"),
@@ -77,11 +79,11 @@ def hook_cost_us() -> tuple[float, dict[str, float]]:
         method = getattr(getattr(fakes[m], c)(), a)
         return lambda: method(None)
 
-    before = {k: _per_call_ns(caller(*where)) for k, where in calls.items()}
+    before = {k: _per_call_ns(caller(*where), n, tries) for k, where in calls.items()}
     hooks._mod = lambda name: fakes[name]  # type: ignore[assignment]
     with tempfile.TemporaryDirectory() as d:
         assert len(hooks.install(Control(d))) == 6
-        after = {k: _per_call_ns(caller(*where)) for k, where in calls.items()}
+        after = {k: _per_call_ns(caller(*where), n, tries) for k, where in calls.items()}
     added = {k: max(0.0, after[k] - before[k]) for k in calls}
     per_step_ns = added["execute_model"] + added["update_from_output"] + BATCH * added["allocate_slots"] \
         + (2 * LAYERS + 1) * added["all_reduce"]
@@ -106,7 +108,7 @@ def _decode(url: str) -> None:
 
 def real_step_ms(rounds: int) -> tuple[float, float, float]:
     """(mean step ms with hooks, A/B overhead %, spread % of the per-round ratios)."""
-    from tests.engine_plugin._replica import plugin_replica, url
+    from tests.vllm.engine_plugin._replica import plugin_replica, url
 
     with tempfile.TemporaryDirectory() as d1, tempfile.TemporaryDirectory() as d2:
         with plugin_replica(Path(d1)) as on, plugin_replica(Path(d2), plugin=False) as off:
@@ -134,8 +136,15 @@ def main() -> int:
     ap.add_argument("--no-real", action="store_true", help="skip the real vLLM replicas (part 2)")
     ap.add_argument("--step-ms", type=float, default=None, help="with --no-real: the step time to divide by")
     ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--short", action="store_true", help="fewer calls; part 2 only with --vllm: seconds, for CI")
+    ap.add_argument("--vllm", action="store_true", help="with --short: run part 2 too (2 rounds)")
     args = ap.parse_args()
-    us, added = hook_cost_us()
+    if args.short:
+        args.rounds = 2
+        if not args.vllm and not args.no_real:
+            print("real vLLM: not started in --short without --vllm (two replicas take a minute or more)")
+            args.no_real = True
+    us, added = hook_cost_us(*((20_000, 3) if args.short else ()))
     for k, v in added.items():
         print(f"hook {k}: +{v:.0f} ns per call, disarmed")
     print(f"per decode step (batch {BATCH}, {LAYERS} layers, TP {TP}): +{us:.2f} us")

@@ -2,9 +2,12 @@
 
 Real toxiproxy-server, real local processes, real local Docker engine. Last line:
 RESULT toxic_apply_ms=<n> rank_freeze_ms=<n> container_restart_s=<n>
+    .venv/bin/python bench/faults.py [--short]
+`--short` (CI: seconds, figures not judged): each fault twice, the container restart once.
 """
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import tempfile
@@ -23,8 +26,7 @@ from chaos.stack.toxiproxy import ToxiproxyServer  # noqa: E402
 from chaos.targets.process import ProcessTarget  # noqa: E402
 from tests._support import free_port  # noqa: E402
 
-TINY = Path(__file__).resolve().parents[1] / "tests" / "targets" / "tinyserver.py"
-N = 5
+TINY = Path(__file__).resolve().parents[1] / "tests" / "integration" / "targets" / "tinyserver.py"
 
 
 class _H(BaseHTTPRequestHandler):
@@ -38,14 +40,14 @@ class _H(BaseHTTPRequestHandler):
         pass
 
 
-def bench_toxic(policy: Policy) -> tuple[list[float], list[float]]:
+def bench_toxic(policy: Policy, n: int) -> tuple[list[float], list[float]]:
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _H)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     apply, revert = [], []
     try:
         with ToxiproxyServer("127.0.0.1", free_port()) as toxi:
             toxi.client().create_proxy("bench", f"127.0.0.1:{free_port()}", f"127.0.0.1:{srv.server_address[1]}")
-            for _ in range(N):
+            for _ in range(n):
                 f = latency(toxi.api, "bench", latency=50).using(policy)
                 f.inject()
                 f.revert()
@@ -57,7 +59,7 @@ def bench_toxic(policy: Policy) -> tuple[list[float], list[float]]:
     return apply, revert
 
 
-def bench_rank_freeze(policy: Policy, state: Path) -> tuple[list[float], list[float]]:
+def bench_rank_freeze(policy: Policy, state: Path, n: int) -> tuple[list[float], list[float]]:
     port = free_port()
     t = ProcessTarget("bench", [sys.executable, str(TINY), str(port), "--ranks", "2"], port=port, state_dir=state)
     apply, revert = [], []
@@ -67,7 +69,7 @@ def bench_rank_freeze(policy: Policy, state: Path) -> tuple[list[float], list[fl
         deadline = time.monotonic() + 10
         while len(t.rank_pids()) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
-        for _ in range(N):
+        for _ in range(n):
             f = rank_freeze(t, rank=1).using(policy)
             f.inject()
             f.revert()
@@ -78,7 +80,7 @@ def bench_rank_freeze(policy: Policy, state: Path) -> tuple[list[float], list[fl
     return apply, revert
 
 
-def bench_container_restart(policy: Policy, state: Path) -> list[float]:
+def bench_container_restart(policy: Policy, state: Path, n: int) -> list[float]:
     try:
         from chaos.targets.docker import DockerTarget
         from chaos.targets.docker_client import client_for
@@ -94,7 +96,7 @@ def bench_container_restart(policy: Policy, state: Path) -> list[float]:
     try:
         t.start()
         t.wait_healthy(30)
-        for _ in range(3):
+        for _ in range(n):
             f = restart(t, recover_timeout_s=60).using(policy)
             f.inject()
             f.revert()
@@ -105,12 +107,16 @@ def bench_container_restart(policy: Policy, state: Path) -> list[float]:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--short", action="store_true", help="each fault twice, one restart: seconds, for CI")
+    short = ap.parse_args().short
+    n, restarts = (2, 1) if short else (5, 3)  # injections per fault, container restarts
     with tempfile.TemporaryDirectory() as d:
         state = Path(d)
         policy = Policy(ledger=Ledger(state / "ledger"), verify_timeout_s=10)
-        toxic, toxic_rev = bench_toxic(policy)
-        freeze, freeze_rev = bench_rank_freeze(policy, state)
-        restart_s = bench_container_restart(policy, state)
+        toxic, toxic_rev = bench_toxic(policy, n)
+        freeze, freeze_rev = bench_rank_freeze(policy, state, n)
+        restart_s = bench_container_restart(policy, state, restarts)
     med = lambda xs: statistics.median(xs) if xs else float("nan")  # noqa: E731
     print(f"{'fault':<22}{'call->in effect':>18}{'revert':>14}{'n':>4}")
     print(f"{'latency toxic (ms)':<22}{med(toxic):>18.1f}{med(toxic_rev):>14.1f}{len(toxic):>4}")

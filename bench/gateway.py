@@ -3,7 +3,9 @@
 Runs one upstream (the simulator's instant profile when chaos.stack.sim is runnable, else a fast
 SSE server in this file) and a gateway in front of it as separate processes, then sends the same
 streaming requests alternately direct and through the gateway, in rounds, from one client process.
-    .venv/bin/python bench/gateway.py [--rounds 6] [--requests 500] [--concurrency 16] [--stages]
+    .venv/bin/python bench/gateway.py [--rounds 6] [--requests 500] [--concurrency 16] [--stages] [--short]
+`--short` (CI: seconds, figures not judged) runs 2 rounds x 100 requests, then `--stages` on 200, and the same
+RESULT keys.
 The RESULT's added_p50_ms and throughput_ratio are medians over rounds of the gateway batch against
 the direct batch beside it (the host is shared: a pooled figure moved with whoever else ran);
 added_p99_ms is pooled (a P99 needs the samples). `--stages` then profiles a second gateway and
@@ -114,10 +116,11 @@ def serve_gateway_profiled(port: int, upstream: str, out: str) -> None:
 
     from aiohttp import web
 
-    from chaos.stack.gateway.app import GatewaySettings, _new_loop, build_app
-    from chaos.stack.gateway.proxy import Replica
+    from chaos.stack.gateway.__main__ import parse
+    from chaos.stack.gateway.app import _new_loop, build_app
 
-    settings = GatewaySettings(replicas=[Replica("up", upstream)], listen=f"127.0.0.1:{port}", admin_token="bench")
+    # the settings of the measured gateway (its flags), so that both run the same rules
+    settings, _ = parse(["--listen", f"127.0.0.1:{port}", "--stable", f"up={upstream}", "--admin-token", "bench"])
     prof = cProfile.Profile(time.process_time)
     prof.enable()
     try:
@@ -200,6 +203,7 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=500)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--stages", action="store_true", help="also profile a gateway: CPU per request by stage")
+    ap.add_argument("--short", action="store_true", help="2 rounds x 100 requests: seconds, for CI (figures not judged)")
     ap.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--serve-gateway-profiled", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -210,6 +214,8 @@ def main() -> int:
         port, upstream, out = args.serve_gateway_profiled
         serve_gateway_profiled(int(port), upstream, out)
         return 0
+    if args.short:
+        args.rounds, args.requests, args.stages = 2, 100, True
     up_port, gw_port = free_port(), free_port()
     use_sim = (REPO / "chaos" / "stack" / "sim" / "__main__.py").exists()
     up_cmd = ([PY, "-m", "chaos.stack.sim", "--port", str(up_port), "--profile", "instant"] if use_sim
@@ -228,7 +234,7 @@ def main() -> int:
         res = asyncio.run(measure(direct, gw, args.rounds, args.requests, args.concurrency))
         cpu1 = gw_proc.cpu_times()
         if args.stages:
-            stages(direct, env, max(1000, args.requests), args.concurrency)
+            stages(direct, env, 200 if args.short else max(1000, args.requests), args.concurrency)
     finally:
         for p in procs:
             p.terminate()

@@ -34,7 +34,8 @@
      (its busy share is printed) and a late read can only be bounded, not corrected: TCP merges
      segments that wait unread and keeps the newest stamp.
 Falls back to tests/integration/load/sse_server.py when the simulator is not runnable (says so).
-Run: .venv/bin/python bench/loadgen.py [--duration 4] [--rounds 5] [--side-by-side]
+Run: .venv/bin/python bench/loadgen.py [--duration 4] [--rounds 5] [--side-by-side] [--short]
+`--short` (CI: seconds, figures not judged): 1 round of 1 s per client and 1 s TTFT runs, the same RESULT keys.
 """
 from __future__ import annotations
 
@@ -314,7 +315,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--side-by-side", action="store_true",
                     help="run ours and the plain FastHttpUser at the same time in each round (aiohttp alone after)")
+    ap.add_argument("--short", action="store_true", help="1 round of 1 s per client: seconds, for CI")
     args = ap.parse_args()
+    if args.short:
+        args.rounds, args.duration = 1, 1.0
     tmp = Path(tempfile.mkdtemp(prefix="loadgen-"))
     log = tmp / "server-requests.jsonl"
     srv = Server(log)

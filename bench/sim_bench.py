@@ -1,6 +1,8 @@
 """Simulator benchmark: throughput, emission timing, and the a100-80g calibration table.
 
-Run: .venv/bin/python bench/sim_bench.py [--quick]
+Run: .venv/bin/python bench/sim_bench.py [--quick] [--short]
+`--short` (CI: seconds, figures not judged): one throughput round of 1 s, 1 s of emission timing, 24 short and
+12 long calibration requests (the first 8 of each are the warm-up), the same RESULT keys.
 The server is a subprocess pinned to CPU 0 (one core); the load client runs in this process,
 pinned to the other CPU when there is one, with a raw asyncio HTTP/1.1 client (keep-alive).
 1. completions/s: `instant` profile, 256 concurrent streams of 16 tokens. The machine may be
@@ -244,28 +246,31 @@ def bench_calibration(n_short: int, n_long: int, scale: float = 1.0) -> tuple[di
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--short", action="store_true", help="one short round of each part: seconds, for CI")
     args = ap.parse_args()
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {1})
-    dur = 3.0 if args.quick else 6.0
+    dur = 2.0 if args.short else 3.0 if args.quick else 6.0
+    n_rounds = 1 if args.short else 3
+    calibration = (24, 12) if args.short else (100, 40) if args.quick else (200, 80)
     # best of three interleaved rounds, simulator and bare baseline: the host is shared, its speed
     # drifts by 20 % over minutes, and interference only ever lowers a figure
     rounds, bares = [], []
-    for _ in range(3):
+    for _ in range(n_rounds):
         rounds.append(bench_throughput(dur / 2))
         bares.append(bench_throughput(dur / 2, bare=True)[1])
     cps_wall, cps, share = max(rounds, key=lambda r: r[1])
     bare = max(bares)
-    st = bench_emission(dur)
-    short, long_ = bench_calibration(100 if args.quick else 200, 40 if args.quick else 80)
+    st = bench_emission(dur / 2 if args.short else dur)
+    short, long_ = bench_calibration(*calibration)
     lag = st["emission_lag_ms"]
     print(f"{'measure':<44}{'value':>12}{'target':>16}")
     print(f"{'completions/s wall (instant, 256 x 16 tok)':<44}{cps_wall:>12.0f}{'':>16}")
     print(f"{'  server CPU share of its core':<44}{share:>12.2f}{'':>16}")
     print(f"{'completions per server CPU-second':<44}{cps:>12.0f}{'>= 4000':>16}")
-    print(f"{'  the three rounds (best is the figure)':<44}{' '.join(f'{r[1]:.0f}' for r in rounds):>28}")
+    print(f"{'  the rounds (best is the figure)':<44}{' '.join(f'{r[1]:.0f}' for r in rounds):>28}")
     print(f"{'bare aiohttp SSE server, per CPU-second':<44}{bare:>12.0f}{'~5000 here':>16}")
-    print(f"{'  its three rounds':<44}{' '.join(f'{b:.0f}' for b in bares):>28}")
+    print(f"{'  its rounds':<44}{' '.join(f'{b:.0f}' for b in bares):>28}")
     print(f"{'simulator / bare server (same core, client)':<44}{cps / bare:>12.2f}{'>= 0.80':>16}")
     print(f"{'emission |error| p50 ms (h200, 512 streams)':<44}{lag['p50']:>12.2f}{'':>16}")
     print(f"{'emission |error| p99 ms (h200, 512 streams)':<44}{lag['p99']:>12.2f}{'< 5':>16}")

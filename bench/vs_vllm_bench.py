@@ -14,7 +14,10 @@
 RESULT keys: ttft_p50_rel_err ttft_p99_rel_err itl_p50_rel_err (|ours - vllm| / vllm, over both
 rounds pooled) ours_max_rps_per_core vllm_bench_max_rps_per_core; also within_target=yes|no for
 "TTFT P50 and P99 within 5 % or 2 ms".
-Run: .venv/bin/python bench/vs_vllm_bench.py [--rate 2 --prompts 200 --rounds 2]
+Without `make setup-vllm` it says so and every RESULT figure is "none", with skipped=no_vllm.
+Run: .venv/bin/python bench/vs_vllm_bench.py [--rate 2 --prompts 200 --rounds 2] [--short [--vllm]]
+`--short` (CI, figures not judged): skipped=short_without_vllm unless `--vllm` (a vLLM server takes 30-80 s to
+start); with it, 20 prompts at 4/s, one round each, 100 requests per client-cost run.
 """
 from __future__ import annotations
 
@@ -40,6 +43,13 @@ from tests._support import free_port  # noqa: E402
 VLLM = REPO / ".tools" / "vllm"
 MODEL = VLLM / "models" / "tiny-llama"
 METRICS = ("ttft", "itl", "tpot", "e2e")
+RESULT_KEYS = ("ttft_p50_rel_err", "ttft_p99_rel_err", "itl_p50_rel_err", "ours_max_rps_per_core",
+               "vllm_bench_max_rps_per_core", "within_target")
+
+
+def print_skipped(reason: str) -> None:
+    """The RESULT line of a run that measured nothing: every key "none", and why."""
+    print("RESULT " + " ".join(f"{k}=none" for k in RESULT_KEYS) + f" skipped={reason}")
 
 
 def _children_cpu() -> float:
@@ -150,10 +160,18 @@ def main() -> int:
     ap.add_argument("--cost-requests", type=int, default=1500, help="requests per client-cost run")
     ap.add_argument("--concurrency", type=int, default=32, help="closed-loop users in the client-cost runs")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--short", action="store_true", help="a few requests, for CI; vLLM only with --vllm")
+    ap.add_argument("--vllm", action="store_true", help="with --short: start real vLLM (30-80 s)")
     args = ap.parse_args()
+    if args.short and not args.vllm:
+        print("real vLLM: not started in --short without --vllm (a vLLM server takes 30-80 s to start)")
+        print_skipped("short_without_vllm")
+        return 0
+    if args.short:
+        args.rate, args.prompts, args.rounds, args.cost_requests = 4.0, 20, 1, 100
     if not (VLLM / "bin" / "vllm-serve").exists() or not MODEL.exists():
         print("no .tools/vllm: run `make setup-vllm` first")
-        print("RESULT skipped=no_vllm")
+        print_skipped("no_vllm")
         return 0  # `make bench` runs every bench: a missing optional install is a skip, not a failure
     tmp = Path(tempfile.mkdtemp(prefix="vs-vllm-bench-"))
     prompts = tmp / "prompts.jsonl"

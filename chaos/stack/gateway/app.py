@@ -130,8 +130,11 @@ def build_app(settings: GatewaySettings, policy: GatewayPolicy | None = None) ->
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         timeout = aiohttp.ClientTimeout(total=None, connect=settings.connect_timeout_s,
                                         sock_read=settings.read_timeout_s)
+        # no cookie jar: one session serves every client, and a Set-Cookie from one client's answer must
+        # not ride along on the next client's request (the client's own Cookie header is forwarded as is)
         proxy.session = aiohttp.ClientSession(timeout=timeout, auto_decompress=False,
-                                              connector=aiohttp.TCPConnector(limit=0))
+                                              connector=aiohttp.TCPConnector(limit=0),
+                                              cookie_jar=aiohttp.DummyCookieJar())
         task = asyncio.create_task(_background(app))
         yield
         task.cancel()

@@ -25,6 +25,7 @@ class Upstream:
         self.rss = 100_000_000.0
         self.started = 1_800_000_000.0  # process_start_time_seconds: a restart changes it
         self.delay_s = 0.0
+        self.set_cookie: str | None = None  # a Set-Cookie header on the non-streamed answers
 
     async def complete(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
@@ -41,7 +42,8 @@ class Upstream:
         if self.mode == "oom500":
             return web.json_response({"error": {"message": OOM_MSG, "type": "InternalServerError", "code": 500}}, status=500)
         if not payload.get("stream"):
-            return web.json_response({"model": "m", "served": self.name, "echo": payload})
+            return web.json_response({"model": "m", "served": self.name, "echo": payload},
+                                     headers={"Set-Cookie": self.set_cookie} if self.set_cookie else None)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         for i, c in enumerate(CHUNKS):

@@ -53,6 +53,22 @@ def test_streaming_pass_through_headers_and_normalization():
     asyncio.run(go())
 
 
+def test_one_clients_cookie_is_never_sent_for_another():
+    async def go():
+        # a host name: a cookie jar keeps no cookie from an IP address, so 127.0.0.1 would hide a shared jar
+        async with upstream("a") as (up, url), \
+                serve(settings([Replica("a", url.replace("127.0.0.1", "localhost"))])) as gw:
+            up.set_cookie = "session=alice; Path=/"
+            async with aiohttp.ClientSession() as alice:
+                status, hdr, _ = await post(alice, gw, body={**CHAT, "stream": False})
+                assert status == 200 and hdr["Set-Cookie"].startswith("session=alice")  # passed on to its client
+            up.set_cookie = None
+            async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as bob:
+                await post(bob, gw, body={**CHAT, "stream": False})
+            assert "Cookie" not in up.received[-1]["headers"]
+    asyncio.run(go())
+
+
 def test_normalization_can_be_switched_off():
     async def go():
         async with upstream("a") as (up, url), serve(settings([Replica("a", url)],
