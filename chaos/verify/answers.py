@@ -113,9 +113,13 @@ def answers_verdict(run: Sequence[Answer], baseline: Sequence[Answer], gold: dic
 
 
 def answers_of(records: Iterable[RequestRecord]) -> list[Answer]:
-    """The final, successful records' answers (those the greedy load kept a digest of)."""
-    return [Answer(r.request_id, r.prompt_key, r.answer) for r in records
-            if r.final and r.ok and r.answer is not None and r.prompt_key is not None]
+    """The final, successful records' answers (those the greedy load kept a digest of), each keyed by its
+    prompt and the replica that served it where the record names one ("short-3@stable/replica-a"). Replicas
+    of one model may rightly answer a greedy prompt differently (a TP 2 replica sums its all-reduce in
+    another order than a TP 1 one, and a near-flat logit flips): a fault that moves traffic between them
+    must not read as answers changing, so each replica's answers are held to its own steady ones."""
+    return [Answer(r.request_id, f"{r.prompt_key}@{r.served_by}" if r.served_by else r.prompt_key, r.answer)
+            for r in records if r.final and r.ok and r.answer is not None and r.prompt_key is not None]
 
 
 def smallest_flagged(n: int, k0: int, n0: int, alpha: float) -> int | None:

@@ -98,6 +98,29 @@ def test_a_restart_with_the_same_answers_passes():
     assert answers_across_fault(records, T_FAULT).row("answer_divergence").ok is True
 
 
+def _served(records: list[RequestRecord], replica: str, answer_of: dict[str, str] | None = None) -> list[RequestRecord]:
+    for r in records:
+        r.served_by = f"stable/{replica}"
+        if answer_of and r.prompt_key in answer_of:
+            r.answer = answer_of[r.prompt_key]
+    return records
+
+
+def test_replicas_that_answer_a_prompt_differently_are_each_held_to_their_own_answers():
+    """A TP 2 replica may answer a greedy prompt otherwise than a TP 1 one: a fault that moves traffic from one
+    to the other changes no answer, while a wrong answer on either is still named."""
+    tp2 = {f"short-{k}": f"tp2 digest {k}" for k in range(0, 16, 3)}  # a third of the prompts differ on replica-a
+    steady = (_served(_records(300, t0=T_FAULT - 80, tag="a"), "replica-a", tp2)
+              + _served(_records(700, t0=T_FAULT - 80, tag="b"), "replica-b"))
+    after = _served(_records(1000, t0=T_FAULT + 1, tag="f"), "replica-b")  # replica-a is down: b serves all
+    v = answers_across_fault(steady + after, T_FAULT)
+    assert v.row("answer_divergence").ok is True and v.row("no_fault_divergence").measured == "0/1000"
+    hurt = set(range(5, 1000, 50))
+    bad = _served(_records(1000, t0=T_FAULT + 1, tag="f", wrong=hurt), "replica-b")
+    v = answers_across_fault(steady + bad, T_FAULT)
+    assert v.row("answer_divergence").ok is False and v.data["wrong"] == [f"f{i:04d}" for i in sorted(hurt)]
+
+
 def test_divergence_at_the_steady_states_own_rate_passes():
     noisy = set(range(3, 1000, 100))  # 10 of 1000 disagree with their majority before the fault
     steady = _records(1000, t0=T_FAULT - 150, tag="s", wrong=noisy)
