@@ -8,13 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from chaos.verify.answers import answers_across_fault, answers_of
+from chaos.verify.answers import answers_of
 
 if TYPE_CHECKING:
     from chaos.env import Environment
     from chaos.experiment.run import Run
-    from chaos.load.records import RequestRecord
-    from chaos.verify.verdict import Verdict
 
 # prompts per class in the greedy load's fixed set: each is asked again after the fault at the load's rate
 PROMPT_SET = 16
@@ -59,10 +57,5 @@ def _hold(sc: Run, phase: str, since: float | None, answers: int, timeout_s: flo
     return seen[0]
 
 
-def answers_judged(records: list[RequestRecord], t_fault: float) -> Verdict:
-    """The answers verdict of a scenario whose fault took effect at `t_fault`."""
-    return answers_across_fault(records, t_fault)
-
-
-__all__ = ["GOLDEN_ANSWERS", "LOAD_ANSWERS", "PHASE", "PHASE_AFTER", "PROMPT_SET", "answers_judged", "collect_after",
+__all__ = ["GOLDEN_ANSWERS", "LOAD_ANSWERS", "PHASE", "PHASE_AFTER", "PROMPT_SET", "collect_after",
            "collect_golden", "golden_wait_s"]

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from chaos.experiment.answers_steps import PROMPT_SET, answers_judged, collect_golden, golden_wait_s
+from chaos.experiment.answers_steps import PROMPT_SET, collect_golden, golden_wait_s
 from chaos.experiment.runner import Experiment
 from chaos.experiment.suite import fault_proof, gateway_admin
 from chaos.experiment.waits import breaker_closed, window_full
@@ -22,6 +22,7 @@ from chaos.report.timeline import plot_breaker
 from chaos.verify import gateway_state
 from chaos.verify.accounting import accounting_verdict
 from chaos.verify.anomaly import anomaly_verdict, observed_anomaly
+from chaos.verify.answers import answers_across_fault
 from chaos.verify.breaker import analyze, degrade_recovery_s
 from chaos.verify.breaker_sizes import Size, sizes, why_not, window_target
 from chaos.verify.breaker_table import spec_vs_observed, write_table
@@ -177,7 +178,7 @@ class BreakerSteps:
         attempts = stack.upstream_attempts(self.load_t0, self.sc.clock()) or records
         stage1 = fault_proof(self.fault)
         verdicts: list[Verdict] = [accounting_verdict(records, stack.server_log(records=records)),
-                                   answers_judged(records, self.t0)]
+                                   answers_across_fault(records, self.t0)]
         analysis = analyze(attempts, policy, baseline_until=self.t0)
         try:
             if expect == "anomaly":

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from chaos.experiment import suite_budgets as budgets
-from chaos.experiment.answers_steps import LOAD_ANSWERS, answers_judged, collect_after, collect_golden
+from chaos.experiment.answers_steps import LOAD_ANSWERS, collect_after, collect_golden
 from chaos.experiment.runner import Experiment
 from chaos.experiment.suite import fault_happened
 from chaos.experiment.waits import engine_restarted
@@ -18,6 +18,7 @@ from chaos.report import allure as rep
 from chaos.report.summary import add_recovery
 from chaos.report.tables import latency_table
 from chaos.verify.accounting import accounting_verdict, fault_allowance
+from chaos.verify.answers import answers_across_fault
 from chaos.verify.health_truth import TIMEOUT_BOUND
 from chaos.verify.recovery import recovery_verdict, served_by, steady_seen
 from chaos.verify.restart_policy import check_restart_policy
@@ -213,7 +214,7 @@ class RecoverySteps:
         t_dead = self.t_inject + float(self.evidence.get("engine_died_after_s", 0.0))
         allowance = fault_allowance(records, (self.t_inject, t_dead) if kind is not None else None, env.slas.error_budget)
         av = accounting_verdict(records, stack.server_log(records=records), failed_max=allowance)
-        answers = answers_judged(records, self.t_inject)  # every answer during and after the fault, by the steady ones
+        answers = answers_across_fault(records, self.t_inject)  # every answer during and after the fault, by the steady ones
         rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
         add_recovery(summary, rv, av, fault=kind is not None, target=name)
         if stage1:
