@@ -6,6 +6,7 @@ reached the tier the policy gives (spec vs observed, or the anomaly rule), nothi
 the steady state's, the alerts saw it."""
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +16,7 @@ from chaos.experiment.runner import Experiment
 from chaos.experiment.suite import fault_proof, gateway_admin
 from chaos.experiment.waits import breaker_closed, window_full
 from chaos.faults import AllOf
+from chaos.faults.http import HttpFault
 from chaos.observe.gateway import GatewayStateObserver
 from chaos.report import allure as rep
 from chaos.report.summary import add_breaker
@@ -97,7 +99,7 @@ class BreakerSteps:
         if env.endpoints.gateway_admin:
             token = env.gateway.admin_token if env.gateway else None
             self.obs = sc.add_observer(GatewayStateObserver(env.endpoints.gateway_admin, sc.timeline, token=token).start())
-        self.fault: Fault | None = None
+        self.fault: AllOf | None = None
         self.load_t0 = self.t0 = self.t1 = self.until = 0.0
 
     def start_load(self, *, users: int, duration_s: float) -> None:
@@ -130,10 +132,29 @@ class BreakerSteps:
         self.alerts.took_effect()
 
     def hold(self) -> None:
-        """Hold the fault for the size's hold_s; a rollback for half a window more (the canary stays out)."""
+        """Hold the fault for the size's hold_s, and until it has met the calls it needs to act; a rollback
+        for half a window more (the canary stays out)."""
         self.sc.hold(self.size.hold_s)
+        self._until_fault_met_its_calls()
         if self.size.expect == "rollback":
             self.sc.wait(self.policy.window_s * 0.5, "canary must stay out until an operator reset")
+
+    def _until_fault_met_its_calls(self) -> None:
+        """An error fraction f spread evenly hits one call in every 1/f: a slow canary may see fewer than
+        1/f calls in hold_s (200 at 0.5 %: 57 s at real vLLM's 3.5 req/s), and a fault that hit nothing
+        proves nothing. Hold on until every proxy's rule has matched 1/f calls, for one window at most; a
+        rule still short then fails the fault's own proof at the revert."""
+        if self.size.kind != "errors" or not 0 < self.size.size < 1 or self.fault is None:
+            return
+        need = math.ceil(1 / self.size.size - 1e-9)
+        parts = [p for p in self.fault.faults if isinstance(p, HttpFault)]
+
+        def met() -> bool:
+            return all(int(p.counters().get("matched", 0)) >= need for p in parts)
+
+        if parts and not met():
+            with self.sc.phase(f"hold on: until the fault has met {need} calls at each canary"):
+                self.sc.poll(met, timeout=self.policy.window_s, every=0.5)
 
     def revert(self) -> None:
         """Undo the faults; the alerts' recovery clock starts."""
