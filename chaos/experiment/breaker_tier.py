@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from chaos.experiment.answers_steps import PROMPT_SET, collect_golden, golden_wait_s
 from chaos.experiment.runner import Experiment
-from chaos.experiment.suite import fault_proof, gateway_admin
+from chaos.experiment.suite import fault_proof, gateway_admin, wait_out_left_over_alerts
 from chaos.experiment.waits import breaker_closed, window_full
 from chaos.faults import AllOf
 from chaos.faults.http import HttpFault
@@ -107,6 +107,7 @@ class BreakerSteps:
         The load outlasts every step at its longest (a long window's fill, hold and recovery), or the canary's
         recovery would be judged with no calls to probe it."""
         p = self.policy
+        wait_out_left_over_alerts(self.sc, self.monitoring, self.name)
         longest = (4.5 * p.window_s + self.size.hold_s + 8 * p.open_wait_s + p.reaction_allowance_s
                    + golden_wait_s(self.stack.env) + 10.0)
         with self.sc.phase("start load"):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from chaos.experiment import suite_budgets as budgets
 from chaos.experiment.answers_steps import LOAD_ANSWERS, collect_after, collect_golden
 from chaos.experiment.runner import Experiment
-from chaos.experiment.suite import fault_happened
+from chaos.experiment.suite import fault_happened, wait_out_left_over_alerts
 from chaos.experiment.waits import engine_restarted
 from chaos.report import allure as rep
 from chaos.report.summary import add_recovery
@@ -87,6 +87,7 @@ class RecoverySteps:
         `profile`: Run.start_load's overrides (shape "rate": arrivals at the environment's load.rate_per_s).
         Then steady state, the alerts' watch and the target's restart count before anything is done to it."""
         sc, env = self.sc, self.env
+        wait_out_left_over_alerts(sc, self.monitoring, self.kind)
         with sc.phase("start load", profile=self.load):
             rate: dict[str, Any] = {"rate": env.load.rate_per_s} if profile.get("shape") == "rate" else {}
             sc.start_load(duration_s=2 * env.slas.recovery_s + 4 * sc.scaled(30) + 60, **{**LOAD_ANSWERS, **profile},

@@ -87,3 +87,12 @@ def client_commands(env: Any, examples: Path) -> dict[str, str]:
 def gateway_admin(stack: Any, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
     """Call the gateway's admin API (Bearer token from the environment); returns its JSON."""
     return env_admin_call(stack.env, method, path, body or {})
+
+
+def wait_out_left_over_alerts(run: Any, monitoring: Any, fault: str | None) -> None:
+    """Before a scenario's load: an alert its fault must fire that still fires from an earlier fault (a freeze
+    whose restart pages with no expectation of its own, then a restart that expects the same page) is waited
+    out, as a phase of its own, so this fault's firing can be told apart (chaos.verify.alert_watch.wait_out)."""
+    if held := monitoring.held(fault):
+        with run.phase(f"wait out {', '.join(held)}: still firing from an earlier fault"):
+            monitoring.wait_out(fault)

@@ -16,6 +16,10 @@ if TYPE_CHECKING:
     from chaos.verify.verdict import Verdict
 
 
+# how far back a left-over firing is looked for (a firing that began earlier is still one: end None)
+HELD_LOOKBACK_S = 600.0
+
+
 class AlertMonitor:
     """Prometheus to read, the webhook receiver pages arrive at, and the environment's expectations
     (`why_not` says why there is nothing to read: then every monitoring row is "not proven")."""
@@ -32,6 +36,32 @@ class AlertMonitor:
     def step_s(self) -> float:
         return self.config.prometheus.evaluation_interval_s if self.config else 1.0
 
+    def _expected(self, fault: str | None, expect: AlertExpectation | None) -> AlertExpectation | None:
+        return expect if expect is not None else self.config.expectation(fault) if self.config else None
+
+    def held(self, fault: str | None, expect: AlertExpectation | None = None) -> list[str]:
+        """The alerts `fault` must fire that are firing already, left over from an earlier fault (none without
+        expectations or Prometheus, or where Prometheus does not answer: the verdict says that)."""
+        exp = self._expected(fault, expect)
+        if exp is None or self.prometheus is None or not exp.fire:
+            return []
+        now = self.clock()
+        try:
+            firings = self.prometheus.firings(now - HELD_LOOKBACK_S, now, max(1.0, self.step_s / 4))
+        except TargetError:
+            return []
+        return sorted({f.alertname for f in firings if f.end is None and f.alertname in exp.fire})
+
+    def wait_out(self, fault: str | None, expect: AlertExpectation | None = None) -> list[str]:
+        """Before a scenario: wait while an alert `fault` must fire is still firing from an earlier fault (at most
+        its clear_within_s plus two evaluations), since this fault's own firing could not be told from it and
+        the monitoring row would say "not proven". The alerts still held when the wait ended (none: all clear)."""
+        exp = self._expected(fault, expect)
+        deadline = self.clock() + (exp.clear_within_s if exp else 0.0) + 2 * self.step_s
+        while (still := self.held(fault, expect)) and self.clock() < deadline:
+            self.sleep(min(1.0, self.step_s))
+        return still
+
     def watch(self, fault: str | None, expect: AlertExpectation | None = None, start: float | None = None) -> AlertWatch:
         """Start watching one scenario (fault None: a no-fault baseline).
 
@@ -47,7 +77,7 @@ class AlertWatch:
     def __init__(self, monitor: AlertMonitor, fault: str | None, expect: AlertExpectation | None = None,
                  start: float | None = None) -> None:
         self.m, self.fault = monitor, fault
-        self.expect = expect if expect is not None else monitor.config.expectation(fault) if monitor.config else None
+        self.expect = monitor._expected(fault, expect)
         self.start = monitor.clock() if start is None else start
         self.effect_at = self.recovered_at = self.start
         self.until: float | None = None
