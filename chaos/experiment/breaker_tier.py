@@ -26,7 +26,7 @@ from chaos.verify.accounting import accounting_verdict
 from chaos.verify.anomaly import anomaly_verdict, observed_anomaly
 from chaos.verify.answers import answers_across_fault
 from chaos.verify.breaker import analyze, degrade_recovery_s
-from chaos.verify.breaker_sizes import Size, sizes, why_not, window_target
+from chaos.verify.breaker_sizes import Size, drain_unseen, sizes, why_not, window_target
 from chaos.verify.breaker_table import spec_vs_observed, write_table
 from chaos.verify.verdict import Verdict
 
@@ -72,12 +72,17 @@ def breaker_tier(stack: StackHandle, monitoring: AlertMonitor, summary: SummaryC
 
 def _enough_canary_traffic(stack: StackHandle, size: Size) -> None:
     """Skip early where even the capacity measured at warm-up cannot give the canary the calls per
-    window that the tier needs (errors and latency: more calls never hurt those)."""
+    window that the tier needs (errors and latency: more calls never hurt those), or a degrade's drain (the
+    canary out for open_wait_s) could not be told from chance at that rate."""
     p, rate = stack.env.breaker, stack.capacity_rps()
     if rate is None or size.kind not in ("errors", "latency"):
         return
     if (why := why_not(p, size, int(rate * p.canary_weight * p.window_s))) is not None:
         _skip(f"{why}; at most, from {rate:.1f} req/s measured at warm-up x canary_weight {p.canary_weight:g}")
+    # open_wait_s is how long the reference gateway keeps a tripped canary out; another gateway's ban is its own
+    reference = stack.env.gateway is not None and stack.env.gateway.kind == "reference"
+    if reference and size.expect == "degrade" and (why := drain_unseen(p, rate)) is not None:
+        _skip(f"{why}; from the {rate:.1f} req/s measured at warm-up")
 
 
 class BreakerSteps:

@@ -180,6 +180,13 @@ MAX_MERGE_BINS = 5
 DRAINED_SHARE = 0.25  # drained: the canary's share of sends at or below this fraction of its baseline
 
 
+def drain_sends_needed(baseline_share: float, alpha: float = DRAIN_ALPHA) -> int:
+    """The fewest sends with no canary call among them that tell a drain from chance at `baseline_share`."""
+    if not 0.0 < baseline_share < 1.0:
+        return 1
+    return math.ceil(math.log(alpha) / math.log(1.0 - baseline_share) - 1e-9)
+
+
 def drained_by_more_than_noise(k: int, n: int, baseline: float, alpha: float = DRAIN_ALPHA) -> bool:
     return n > 0 and binom_cdf(k, n, baseline) <= alpha
 

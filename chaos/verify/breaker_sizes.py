@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from chaos.env.monitoring import BREAKER_SCENARIOS
+from chaos.verify.breaker import MAX_MERGE_BINS, drain_sends_needed
 from chaos.verify.power import ALPHA, calls_needed, wrong_outcome
 
 if TYPE_CHECKING:
@@ -154,3 +155,23 @@ def why_not(policy: BreakerPolicy, size: Size, calls: int, spread: str = "even",
             f"{'more than 100000' if needed is None else needed} to tell {size.label()} ({spread} spread) apart from "
             f"the {policy.degrade_error_rate:.2%} / {policy.rollback_error_rate:.2%} thresholds "
             f"(false-alarm rate {alpha:.0%}; the policy's min_calls {policy.min_calls})")
+
+
+def drain_unseen(policy: BreakerPolicy, rate_per_s: float, bin_s: float = 1.0) -> str | None:
+    """Why a degrade's drain cannot be seen at `rate_per_s` sends of every pool, else None.
+
+    A tripped canary is out for open_wait_s at a time (then half-open probes may close it). The black-box verdict
+    (chaos.verify.breaker.analyze) tells a drain from chance only over drain_sends_needed(canary_weight) sends with
+    no canary call, in whole bins of `bin_s` (one may be cut at each end), merged MAX_MERGE_BINS at most: at a
+    slow stack's rate a short open wait drains too few sends to be seen, and the degrade would read as none."""
+    need = drain_sends_needed(policy.canary_weight)
+    seen_s = min(policy.open_wait_s - bin_s, MAX_MERGE_BINS * bin_s)
+    got = int(rate_per_s * max(0.0, seen_s))
+    if got >= need:
+        return None
+    fix = (f"open_wait_s >= {need / rate_per_s + bin_s:.1f} s would do" if need / rate_per_s <= MAX_MERGE_BINS * bin_s
+           else f"at most {MAX_MERGE_BINS * bin_s:g} s of sends are merged: it needs {need / MAX_MERGE_BINS / bin_s:.0f} "
+                f"req/s")
+    return (f"not proven: a tripped canary is out for open_wait_s {policy.open_wait_s:g} s at a time; at "
+            f"{rate_per_s:.1f} req/s about {got} sends are drained in whole bins, and a drain is told from chance "
+            f"only over {need} sends with no canary call at canary_weight {policy.canary_weight:g} ({fix})")

@@ -143,3 +143,21 @@ def test_a_leak_too_big_for_one_request_is_capped() -> None:
 
     p = BreakerPolicy(leak_window_s=20, leak_min_growth=1.0)
     assert leak_bytes_per_request(p, 980e6, 0.3, cap=64 << 20) == 64 << 20
+
+
+def test_a_drain_too_short_to_tell_from_chance_is_not_proven_and_the_sizes_that_suffice_are_named() -> None:
+    """At a 0.2 share, 52 sends with no canary call are what the verdict needs (0.8^52 < 1e-5 < 0.8^51); a
+    3 s open wait at 15 req/s drains about 30 in whole bins: not proven, naming the open wait that would do;
+    the same rate with 10 s, or 3 s at 100 req/s, can be seen; below 52 / 5 req/s no open wait can."""
+    from chaos.verify.breaker import DRAIN_ALPHA, drain_sends_needed
+    from chaos.verify.breaker_sizes import drain_unseen
+
+    assert drain_sends_needed(0.2) == 52 and 0.8 ** 52 <= DRAIN_ALPHA < 0.8 ** 51
+    short = BreakerPolicy(open_wait_s=3, canary_weight=0.2)
+    why = drain_unseen(short, 15.0)
+    assert why is not None and why.startswith("not proven: a tripped canary is out for open_wait_s 3 s") \
+        and "about 30 sends" in why and "52 sends" in why and "open_wait_s >= 4.5 s would do" in why
+    assert drain_unseen(BreakerPolicy(open_wait_s=10, canary_weight=0.2), 15.0) is None
+    assert drain_unseen(short, 100.0) is None
+    slow = drain_unseen(BreakerPolicy(open_wait_s=60, canary_weight=0.2), 8.0)
+    assert slow is not None and "it needs 10 req/s" in slow
