@@ -28,13 +28,34 @@ class FieldProblems(ValueError):
 def compose(text: str, path: str | Path) -> tuple[yaml.Node | None, Any]:
     """(node tree, plain data) of `text`; a syntax error is one ConfigError line with its line number."""
     try:
-        return yaml.compose(text), yaml.safe_load(text)
+        node = yaml.compose(text)
+        _no_duplicate_keys(node, path)
+        return node, yaml.safe_load(text)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         raise ConfigError(f"{path}{f':{mark.line + 1}' if mark else ''}: YAML syntax error: "
                           f"{(e.problem or e.context or 'syntax error').strip()}") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: YAML error: {str(e).splitlines()[0]}") from None
+
+
+def _no_duplicate_keys(node: yaml.Node | None, path: str | Path) -> None:
+    """A key written twice in one mapping is an error: YAML would keep the later value without a word."""
+    todo = [node] if node is not None else []
+    while todo:
+        n = todo.pop()
+        if isinstance(n, yaml.MappingNode):
+            first: dict[str, int] = {}
+            for k, v in n.value:
+                key = k.value if isinstance(k, yaml.ScalarNode) else None
+                if isinstance(key, str) and key != "<<":
+                    if key in first:
+                        raise ConfigError(f"{path}:{k.start_mark.line + 1}: {key}: written twice (first at line "
+                                          f"{first[key]}): expected each key once, a later one would silently win")
+                    first[key] = k.start_mark.line + 1
+                todo.append(v)
+        elif isinstance(n, yaml.SequenceNode):
+            todo.extend(n.value)
 
 
 def line_of(node: yaml.Node | None, loc: Loc) -> int | None:

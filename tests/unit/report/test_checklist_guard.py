@@ -119,7 +119,7 @@ def test_every_shipped_environment_declares_its_list_of_known_items(path: Path) 
 def test_local_lists_what_the_last_game_day_could_not_prove_and_no_more() -> None:
     listed = expected_not_proven(load(str(REPO / "environments/local.yaml"), environ={}), CHECKLIST)
     assert listed is not None and set(listed) == {"retry-interval-500ms", "exponential-backoff", "hmac-signing",
-                                                 "baseline-gpu", "answers-stable", "monitoring-alerts"}
+                                                 "baseline-gpu", "answers-stable"}
 
 
 def test_the_game_day_targets_run_with_require_proven() -> None:
