@@ -111,3 +111,20 @@ def test_the_probe_reads_the_pages_the_embedded_prometheus_scrapes(tmp_path: Pat
     env = _env(tmp_path)
     assert scrape_pages(env) == scrape_jobs(env) == {"vllm": ["10.0.0.1:8000", "10.0.0.2:8000"],
                                                      "gateway": ["10.0.0.9:9100"]}
+
+
+def test_each_shipped_alert_says_in_a_comment_which_metrics_it_needs() -> None:
+    """The `needs:` comment above each shipped alert names every metric its expression reads (and so stays true)."""
+    for path in sorted(RULES.parent.glob("*.rules.yml")):
+        lines = path.read_text().splitlines()
+        rules = {r.name: r for r in read_rules([str(path)])}
+        for i, line in enumerate(lines):
+            if "- alert: " not in line:
+                continue
+            name, comment = line.split("- alert: ")[1].strip(), []
+            for above in reversed(lines[:i]):
+                if not above.strip().startswith("#"):
+                    break
+                comment.insert(0, above.strip().lstrip("# "))
+            needs = " ".join(comment[next(k for k, c in enumerate(comment) if c.startswith("needs: ")):])
+            assert all(m in needs for m in rules[name].reads), (path.name, name, needs)
