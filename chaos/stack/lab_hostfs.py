@@ -100,6 +100,9 @@ def shares(paths: list[str]) -> tuple[tuple[str, ...], list[tuple[str, str]]]:
                 refused.append((p, f"each lab host has its own {mask} (chaos/stack/lab_hostfs.py)"))
                 continue
             d = p if os.path.isdir(p) and not os.path.islink(p) else os.path.dirname(p)
+            if d == mask:  # a file right in it: its directory is the host's own, not this machine's to show
+                refused.append((p, f"each lab host has its own {mask}; a directory below it can be shown"))
+                continue
             if any(c in d for c in ":,\\"):  # overlay's option syntax has no quoting for them
                 refused.append((p, "a lab host can be shown no path with ':', ',' or '\\' in it (overlay options)"))
                 continue

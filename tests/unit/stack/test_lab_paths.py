@@ -53,6 +53,9 @@ def test_a_path_under_a_mask_that_cannot_be_shared_is_refused_with_why(masks: tu
     clone = _checkout(run, tmp / "tools")
     dirs, refused = hostfs.shares([str(clone), str(clone / ".tools" / "bin" / "toxiproxy-server")])
     assert refused[0] == (str(clone), f"each lab host has its own {run} (chaos/stack/lab_hostfs.py)")
+    (tmp / "toxiproxy-server").write_text("")
+    assert hostfs.shares([str(tmp / "toxiproxy-server")])[1] == [
+        (str(tmp / "toxiproxy-server"), f"each lab host has its own {tmp}; a directory below it can be shown")]
     odd = tmp / "a:b"
     odd.mkdir()
     assert hostfs.shares([str(odd)])[1] == [(str(odd), "a lab host can be shown no path with ':', ',' or '\\' "
