@@ -1,6 +1,6 @@
 """`chaos env check` for the `monitoring:` section: every rule file loads (`promtool check rules`), every
-alert an expectation names is in a rule file, and the Prometheus and Alertmanager answer as themselves
-(or, embedded, their programs are installed)."""
+alert an expectation names is in a rule file, every alert's metrics are exported (chaos.env_check.rule_metrics),
+and the Prometheus and Alertmanager answer as themselves (or, embedded, their programs are installed)."""
 from __future__ import annotations
 
 import shutil
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.env_check.http import Probe, get
+from chaos.env_check.rule_metrics import check_rule_metrics
 
 
 def rule_alerts(files: list[str]) -> tuple[set[str], list[str]]:
@@ -80,7 +81,8 @@ def _server(what: str, cfg: Any, component: str, health: str, timeout: float) ->
 
 
 def check_monitoring(env: Any, timeout: float) -> list[Probe]:
-    """Prometheus, Alertmanager and each rule file of the environment's monitoring section."""
+    """Prometheus, Alertmanager and each rule file of the environment's monitoring section; each alert that
+    reads a metric no scrape target exports."""
     mon = env.monitoring
     if mon is None:
         return []
@@ -88,4 +90,4 @@ def check_monitoring(env: Any, timeout: float) -> list[Probe]:
     if mon.alertmanager is not None:
         out.append(_server("alertmanager", mon.alertmanager, "alertmanager", "/api/v2/status", timeout))
     out += [check_rule_file(f, timeout) for f in mon.rule_files]
-    return out
+    return out + check_rule_metrics(env, timeout)  # each alert's metrics on a scrape target

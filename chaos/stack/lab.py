@@ -15,8 +15,11 @@ Every address is inside the 10.231.0.0/16 the lab creates; nothing else is ever 
 
 Each host also has its own root filesystem (chaos/stack/lab_hostfs.py): what it writes (request logs, its
 services' logs and pid files, the engine's data) stays on it, so the harness learns of it only over
-the network, as it would from staging. The lab's own provisioning (the hosts' sshd configs and keys,
-the images, the fault proxies' tokens) is put onto the hosts as a deploy tool would.
+the network, as it would from staging. It reads this machine's files through, at the same paths, save
+under its own /tmp, /dev/shm, /run and engine data roots: a checkout, .tools or venv under /tmp or /dev/shm
+is shown to every host read-through (`harness_paths`), one under the others is refused before a host is
+made. The lab's own provisioning (the hosts' sshd configs and keys, the images, the fault proxies' tokens)
+is put onto the hosts as a deploy tool would.
 
 `chaos lab up` / `chaos lab down` (idempotent); the harness's side of the state (the lab's client
 key, ssh_config, the pids it started) lives in `.state/lab/`.
@@ -27,6 +30,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -91,6 +95,29 @@ def missing() -> str | None:
     if not Path("/usr/sbin/sshd").exists():
         return "the lab needs sshd (apt-get install openssh-server)"
     return None
+
+
+# programs a deployment runs on the hosts from this machine's disk, when the harness's environment names them
+PROGRAM_VARS = ("CHAOS_TOXIPROXY_BIN", "CHAOS_FAULTPROXY_BIN")
+
+
+def harness_paths() -> list[str]:
+    """What the hosts run from this machine's disk, at the same paths: the working directory, this checkout
+    and its .tools, the interpreter and its environment, and the programs $CHAOS_*_BIN name."""
+    repo = Path(__file__).resolve().parents[2]
+    paths = [os.getcwd(), str(repo), str(repo / ".tools"), sys.executable, sys.prefix]
+    return paths + [v for var in PROGRAM_VARS if (v := os.environ.get(var))]
+
+
+def shared_paths(paths: list[str]) -> tuple[str, ...]:
+    """The directories of this machine to show the hosts so that they see `paths`; StackError, in one line,
+    naming a path no host can be shown and why."""
+    dirs, refused = hostfs.shares(paths)
+    if refused:
+        path, why = refused[0]
+        raise StackError(f"lab: the hosts cannot see {path}: {why}; put the checkout, its .tools and the venv "
+                         "elsewhere")
+    return dirs
 
 
 # a terminal's size, which a host's init never gives its services: dockerd passes its environment to the
@@ -235,6 +262,8 @@ class Lab:
         why = missing()
         if why:
             raise StackError(why)
+        needed = [p for p in harness_paths() if os.path.lexists(p)]
+        shared = shared_paths(needed)  # refused before anything is made
         if not (self._running("sshd") or self._running("dockerd")):
             # nothing of this state runs: whatever runs on the lab's hosts is left from a lab whose
             # run was killed (or whose state is gone), and it holds the addresses and the engine's pidfile;
@@ -243,7 +272,9 @@ class Lab:
             hostfs.remove_all(HOSTS)
         for h in HOSTS:
             self._netns(h)
-            hostfs.make(h, HOST_DIRS.get(h.name, ()))
+            if not hostfs.make(h, HOST_DIRS.get(h.name, ()), shared) and (lost := hostfs.unseen(h, needed)):
+                raise StackError(f"lab: the {h.name} host cannot see {lost[0]}: its filesystem was made by a lab up "
+                                 "from elsewhere; `chaos lab down` first")
         self._keys()
         self._routing()
         for h in SSH_HOSTS:

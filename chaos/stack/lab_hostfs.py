@@ -42,7 +42,8 @@ class Host(Protocol):
 NS_DIR = Path("/run/chaos-lab/ns")
 LOG_DIR = "/var/log/chaos-lab"  # on each host: what the lab's services print
 
-# Runs inside the new namespace (`sh -c SETUP sh NAME DIR...`), before anything of the host starts.
+# Runs inside the new namespace (`sh -c SETUP sh NAME DIR... -- SHARED...`), before anything of the host starts:
+# each DIR is made on the host, each SHARED directory of this machine is shown read-through (see `shares`).
 # Scratch space for the overlay's layers is a tmpfs over /run, private to the namespace from the first
 # line on, so even the setup writes nothing to the machine's disk.
 SETUP = r"""set -e
@@ -61,10 +62,59 @@ mount -t tmpfs -o mode=0755 "$name-run" "$r/run"
 for d in /var/lib/docker /var/lib/chaos-lab; do
   mkdir -p "$r$d"; mount -t tmpfs -o mode=0711 "$name-$(basename $d)" "$r$d"
 done
-for d in "$@"; do mkdir -p "$r$d"; done
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do mkdir -p "$r$1"; shift; done
+[ $# -gt 0 ] && shift
+n=0
+for d in "$@"; do
+  n=$((n + 1)); mkdir -p "/run/share$n/upper" "/run/share$n/work" "$r$d"
+  mount -t overlay "$name-share$n" -o "lowerdir=$d,upperdir=/run/share$n/upper,workdir=/run/share$n/work" "$r$d"
+done
 cd "$r"; mkdir .oldroot; pivot_root . .oldroot; cd /
 umount -l /.oldroot; rmdir /.oldroot
 """
+
+
+# what each host has of its own, hiding this machine's: a path under one is not the harness's on a host
+MASKED = ("/tmp", "/dev/shm", "/run", "/var/lib/docker", "/var/lib/chaos-lab")
+# of those, where the harness's own paths may be shown to the hosts: each gets a read-through overlay of its
+# own (what a host writes there stays on it, as on its root); /run is masked before the setup could reach
+# it, and the engine's data roots are no place for a checkout
+SHAREABLE = ("/tmp", "/dev/shm")
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root + "/")
+
+
+def shares(paths: list[str]) -> tuple[tuple[str, ...], list[tuple[str, str]]]:
+    """What a host must be shown of this machine so that it sees every one of `paths` at its own path (as
+    given and as resolved): the directories to overlay, and (path, why) for each path no host can see."""
+    dirs: list[str] = []
+    refused: list[tuple[str, str]] = []
+    for given in paths:
+        for p in dict.fromkeys((os.path.abspath(given), os.path.realpath(given))):
+            mask = next((m for m in MASKED if _under(p, m)), None)
+            if mask is None or p == mask or not os.path.lexists(p):  # the mask itself: the host's own is meant
+                continue
+            if mask not in SHAREABLE:
+                refused.append((p, f"each lab host has its own {mask} (chaos/stack/lab_hostfs.py)"))
+                continue
+            d = p if os.path.isdir(p) and not os.path.islink(p) else os.path.dirname(p)
+            if d == mask:  # a file right in it: its directory is the host's own, not this machine's to show
+                refused.append((p, f"each lab host has its own {mask}; a directory below it can be shown"))
+                continue
+            if any(c in d for c in ":,\\"):  # overlay's option syntax has no quoting for them
+                refused.append((p, "a lab host can be shown no path with ':', ',' or '\\' in it (overlay options)"))
+                continue
+            dirs.append(d)
+    kept = [d for d in sorted(set(dirs)) if not any(_under(d, o) and d != o for o in dirs)]
+    return tuple(kept), list(dict.fromkeys(refused))
+
+
+def unseen(h: Host, paths: list[str]) -> list[str]:
+    """Which of `paths` host `h` does not have (a host made before they were shared)."""
+    r = run(h, ["sh", "-c", 'for p; do [ -e "$p" ] || [ -L "$p" ] || echo "$p"; done', "sh", *paths], timeout=10)
+    return r.stdout.decode(errors="replace").splitlines() if r.returncode == 0 else list(paths)
 
 
 def ns_file(h: Host) -> Path:
@@ -82,9 +132,10 @@ def exists(h: Host) -> bool:
     return _mounted(ns_file(h))
 
 
-def make(h: Host, dirs: tuple[str, ...] = ()) -> bool:
+def make(h: Host, dirs: tuple[str, ...] = (), shared: tuple[str, ...] = ()) -> bool:
     """Give host `h` its own root filesystem (idempotent: an existing one is kept, with what it holds);
-    `dirs` are made in it. Whether a new one was made."""
+    `dirs` are made in it, `shared` directories of this machine under its own /tmp or /dev/shm are shown
+    read-through (`shares`). Whether a new one was made."""
     if exists(h):
         return False
     NS_DIR.mkdir(parents=True, exist_ok=True)
@@ -93,7 +144,7 @@ def make(h: Host, dirs: tuple[str, ...] = ()) -> bool:
         _sh(["mount", "--make-private", str(NS_DIR)])
     ns_file(h).touch()
     r = subprocess.run(["unshare", f"--mount={ns_file(h)}", "--propagation", "private", "sh", "-c", SETUP, "sh",
-                        h.netns, LOG_DIR, *dirs], capture_output=True, text=True, timeout=60)
+                        h.netns, LOG_DIR, *dirs, "--", *shared], capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
         remove(h)
         last = (r.stderr or r.stdout).strip().splitlines()[-1:]
