@@ -1,0 +1,51 @@
+"""The overload rule: busy (529, or any of the policy's overload_statuses) is not down. A client must retry
+the same service, no sooner than min_interval_s; never retrying it (failing over, giving up) or retrying
+within 100 ms fails, each in its own words."""
+from __future__ import annotations
+
+import pytest
+
+from chaos.env.model import RetryPolicy
+from chaos.verify.backoff import judge
+from tests.unit.verify.test_backoff_rules import POLICY, seq
+
+
+def ok_after(arrivals: list) -> list:
+    """The recorder answers the last attempt of a retry-phase request properly."""
+    arrivals[-1].action = "ok"
+    return arrivals
+
+
+@pytest.mark.parametrize("wait, ok", [(0.499, False), (0.5, True)])
+def test_529_backoff_floor_boundary(wait: float, ok: bool) -> None:
+    v = judge({"retry": ok_after(seq("r0/a", [wait, 1.1], action="529"))}, POLICY)
+    assert v.row("overload").ok is ok and v.row("min_interval").ok is ok
+    assert ("backs off on 529" in v.row("overload").detail) is ok, v.row("overload").detail
+
+
+def test_529_retried_within_100ms_is_hammering() -> None:
+    v = judge({"retry": ok_after(seq("r0/a", [0.099, 0.1, 0.1], action="529"))}, POLICY)
+    row = v.row("overload")
+    assert row.ok is False and row.detail.startswith("hammers on 529: 3/3 retries within 100 ms"), row.detail
+    assert v.row("exponential").ok is False  # judged like a 503: no growth is a failure too
+
+
+def test_529_never_retried_is_treated_as_down() -> None:
+    """A client that fails over on a 529 leaves this service after one attempt: the recorder sees it give up."""
+    v = judge({"retry": [a for i in range(3) for a in seq(f"r{i}/a", [], action="529")]}, POLICY)
+    row = v.row("overload")
+    assert row.ok is False and row.detail.startswith("treats 529 as down: 3/3 logical requests never retried"), row
+    assert v.row("retries").ok is False
+
+
+def test_the_policy_says_which_codes_are_busy() -> None:
+    hammer = ok_after(seq("r0/a", [0.05, 0.05], action="503"))
+    assert judge({"retry": hammer}, POLICY).row("overload").ok is False  # 503 is busy by default
+    only_529 = RetryPolicy(**{**POLICY.model_dump(), "overload_statuses": [529]})
+    assert judge({"retry": hammer}, only_529).row("overload").ok is None  # not busy here: other rules judge it
+    assert judge({"retry": ok_after(seq("r0/a", [0.5, 1.0], action="reset"))}, POLICY).row("overload").ok is None
+
+
+def test_a_busy_give_up_phase_counts_too() -> None:
+    v = judge({"give_up": seq("g0/a", [0.5, 1.0, 2.0], action="529")}, POLICY)
+    assert v.row("overload").ok is True and v.row("gives_up.attempts").ok is True
