@@ -7,10 +7,23 @@ import pytest
 
 from chaos.env.model import RetryPolicy
 from chaos.verify.backoff import judge
-from tests.unit.verify.test_backoff_rules import POLICY, seq
+from chaos.verify.recorder import Arrival
+
+POLICY = RetryPolicy(min_interval_s=0.5, multiplier=2.0, max_interval_s=2.0, max_attempts=4, jitter=0.2, deadline_s=10)
 
 
-def ok_after(arrivals: list) -> list:
+def seq(key: str, waits: list[float], action: str) -> list[Arrival]:
+    """Arrivals of one logical request whose client waited `waits` between attempts, each answered `action`."""
+    out, t = [], 100.0
+    for i in range(len(waits) + 1):
+        out.append(Arrival(key, key.split("/")[0], key, i + 1, t, 1e9 + t, "/v1/chat/completions", action,
+                           t_end_perf=t + 0.01))
+        if i < len(waits):
+            t += 0.01 + waits[i]
+    return out
+
+
+def ok_after(arrivals: list[Arrival]) -> list[Arrival]:
     """The recorder answers the last attempt of a retry-phase request properly."""
     arrivals[-1].action = "ok"
     return arrivals
