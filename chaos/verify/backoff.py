@@ -222,7 +222,7 @@ def _gives_up(v: Verdict, arrivals: list[Arrival], policy: RetryPolicy, runs: li
 def _retry_after(v: Verdict, gs: list[Gap], policy: RetryPolicy) -> None:
     ra = [g for g in gs if g.retry_after is not None]
     if not ra:
-        v.add("retry_after", None, None, None, "no 429 with Retry-After was sent (--failure 429 --retry-after S)")
+        v.add("retry_after", None, None, None, "no 429 or 529 with Retry-After was sent (--failure 429 --retry-after S)")
         return
     worst = min(ra, key=lambda g: g.seconds - max(g.retry_after or 0.0, policy.min_interval_s))
     need = max(worst.retry_after or 0.0, policy.min_interval_s)
