@@ -12,9 +12,9 @@ from chaos.errors import ConfigError
 
 def backoff_check(
     client_cmd: str = typer.Option(..., "--client-cmd", help="command template; {base_url} is replaced by the recorder URL"),
-    failure: str = typer.Option("503", "--failure", help="503|500|429|reset|timeout|stream-cut"),
+    failure: str = typer.Option("503", "--failure", help="503|500|429|529|reset|timeout|stream-cut"),
     fail_first: int = typer.Option(3, "--fail-first", help="fail the first K attempts of each logical request"),
-    retry_after: float | None = typer.Option(None, "--retry-after", help="Retry-After seconds sent with 429"),
+    retry_after: float | None = typer.Option(None, "--retry-after", help="Retry-After seconds sent with 429 or 529"),
     clients: int = typer.Option(4, "--clients", help="copies run at once in the retry phase (jitter rule)"),
     env: str | None = OPTIONAL_ENV_OPTION,
     time_limit: float | None = typer.Option(None, "--time-limit", help="stop a client after this many seconds"),
@@ -24,16 +24,19 @@ def backoff_check(
     proven, 2 usage).
 
     A client that never retries a retryable failure FAILS (rule `retries`), it does not pass on rules
-    left n/a for want of retries."""
+    left n/a for want of retries; on an overload status of the policy (`retry.overload_statuses`, default
+    429, 503, 529) the `overload` rule names a client that treats busy as down (never retries it: fails
+    over or gives up) or hammers on it (retries within 100 ms)."""
     from rich.console import Console
 
     from chaos.env import RetryPolicy, load
     from chaos.verify.backoff_run import check_backoff
+    from chaos.verify.recorder import WITH_RETRY_AFTER
 
     if fail_first < 1:
         raise ConfigError(f"--fail-first: expected at least 1 failed attempt, got {fail_first}")
-    if failure != "429" and retry_after is not None:
-        raise ConfigError("--retry-after: only meaningful with --failure 429")
+    if failure not in WITH_RETRY_AFTER and retry_after is not None:
+        raise ConfigError(f"--retry-after: only meaningful with --failure {' or '.join(WITH_RETRY_AFTER)}")
     if time_limit is not None and time_limit <= 0:
         raise ConfigError(f"--time-limit: expected seconds > 0, got {time_limit}")
     policy = load(env).retry if env else RetryPolicy()

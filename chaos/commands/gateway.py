@@ -50,6 +50,8 @@ def settings_from(env: Environment | None, *, listen: str | None = None, stable:
         extra["leak_hour_s"] = 3600.0 * env.time_scale  # the leak rule's hour is compressed with the env
     if gw is not None:
         extra.update(eject_after=gw.reference.eject_after, eject_s=gw.reference.eject_s)
+    if env is not None:
+        extra["overload_statuses"] = frozenset(env.retry.overload_statuses)
     extra.update({k: overrides[k] for k in ("eject_after", "eject_s") if overrides.get(k) is not None})
     return GatewaySettings(
         replicas=replicas, policy=policy, listen=listen or (gw.listen if gw else "127.0.0.1:18100"),

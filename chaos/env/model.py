@@ -21,6 +21,8 @@ RecoveryFault = Literal["gpu-driver-reset", "crash-sigkill", "engine-death-exit0
 # link, a hung all-reduce): the recovery suite waits for that timeout, and /health's lie lasts as long as it.
 # A killed rank is not one: the engine's worker monitor notices it at once
 TIMEOUT_HELD: tuple[RecoveryFault, ...] = ("nccl-rank-freeze", "nccl-rank-link-cut", "nccl-timeout-allreduce-hang")
+# the client's own mistakes: never retried, so never an overload answer (chaos.load.backoff follows this list)
+NON_RETRYABLE_STATUSES = frozenset({400, 401, 403, 404, 422})
 
 
 class _Strict(BaseModel):
@@ -321,6 +323,19 @@ class RetryPolicy(_Strict):
     jitter: float = Field(0.2, ge=0, le=1, description="fraction of each wait drawn at random")
     deadline_s: float = Field(60.0, gt=0)
     retry_statuses: list[int] = [429, 500, 502, 503, 504]
+    overload_statuses: list[int] = Field(
+        [429, 503, 529], description="answers that mean 'busy: back off' (NVIDIA Dynamo sheds overload with 529): "
+        "a client retries them with the policy's backoff, never sooner than min_interval_s, rather than fail over "
+        "or give up; the gateway's breaker counts each as a failure")
+
+    @field_validator("overload_statuses")
+    @classmethod
+    def _overload(cls, statuses: list[int]) -> list[int]:
+        bad = next((s for s in statuses if not 400 <= s <= 599 or s in NON_RETRYABLE_STATUSES), None)
+        if bad is not None:
+            raise ValueError("expected HTTP error statuses a client may retry (400-599, not "
+                             f"{', '.join(map(str, sorted(NON_RETRYABLE_STATUSES)))}), found {bad}")
+        return statuses
 
     @model_validator(mode="after")
     def _cap(self) -> RetryPolicy:

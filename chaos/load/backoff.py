@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import random
 
-from chaos.env.model import RetryPolicy
+from chaos.env.model import NON_RETRYABLE_STATUSES, RetryPolicy
 
-NON_RETRYABLE = frozenset({400, 401, 403, 404, 422})
+NON_RETRYABLE = NON_RETRYABLE_STATUSES
 RETRYABLE_ERRORS = frozenset({"reset", "timeout", "stream_cut", "error_chunk"})
 
 
@@ -31,7 +31,7 @@ class Backoff:
         return max(wait, p.min_interval_s)
 
     def should_retry(self, status: int | None, error: str | None, *, streamed: bool = False) -> bool:
-        """True when the failure is worth another attempt.
+        """True when the failure is worth another attempt: a retry status, an overload status, or a lost answer.
 
         A stream that already delivered a token is never retried: the user has seen part of an
         answer, and a fresh attempt would show it again (or a different one) from the start."""
@@ -39,8 +39,8 @@ class Backoff:
             return False
         if status is not None and status in NON_RETRYABLE:
             return False
-        if status is not None and status in self.policy.retry_statuses:
-            return True
+        if status is not None and (status in self.policy.retry_statuses or status in self.policy.overload_statuses):
+            return True  # an overload answer (busy: back off) is retried on the same schedule as any other
         return error in RETRYABLE_ERRORS
 
     def give_up(self, attempt: int, elapsed_s: float, next_wait_s: float = 0.0) -> bool:

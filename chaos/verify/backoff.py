@@ -24,7 +24,10 @@ from chaos.verify.verdict import Verdict
 _EPS = 1e-9  # float noise only; real measurement error is ~1 ms and favours the client
 
 RULES = ("retries", "min_interval", "exponential", "jitter", "cap", "gives_up.attempts", "gives_up.deadline",
-         "retry_after", "non_retryable")
+         "retry_after", "non_retryable", "overload")
+# a retry this soon after a busy answer is hammering, whatever the policy's floor (the overload rule's words;
+# measured at the server, plus the judge's tolerance for the client's own reconnect time)
+HAMMER_S = 0.1
 
 
 @dataclass
@@ -94,6 +97,7 @@ def judge(phases: dict[str, Sequence[Arrival]], policy: RetryPolicy, *, runs: Se
     _gives_up(v, give_up, policy, [r for r in runs if r.slot.startswith("g")], tolerance_s)
     _retry_after(v, g_all, policy)
     _non_retryable(v, phases.get("non_retryable"))
+    overload(v, retry + give_up, g_all, policy, tolerance_s)
     v.data = {"gaps": [g.__dict__ for g in g_all], "runs": [r.__dict__ for r in runs]}
     return v
 
@@ -218,7 +222,7 @@ def _gives_up(v: Verdict, arrivals: list[Arrival], policy: RetryPolicy, runs: li
 def _retry_after(v: Verdict, gs: list[Gap], policy: RetryPolicy) -> None:
     ra = [g for g in gs if g.retry_after is not None]
     if not ra:
-        v.add("retry_after", None, None, None, "no 429 with Retry-After was sent (--failure 429 --retry-after S)")
+        v.add("retry_after", None, None, None, "no 429 or 529 with Retry-After was sent (--failure 429 --retry-after S)")
         return
     worst = min(ra, key=lambda g: g.seconds - max(g.retry_after or 0.0, policy.min_interval_s))
     need = max(worst.retry_after or 0.0, policy.min_interval_s)
@@ -238,3 +242,41 @@ def _non_retryable(v: Verdict, arrivals: Sequence[Arrival] | None) -> None:
     statuses = sorted({a.action for a in arrivals})
     v.add("non_retryable", 1, worst, worst <= 1,
           f"{len(counts)} logical request(s) answered {'/'.join(statuses)}; most attempts {worst}")
+
+
+def _busy(action: str, policy: RetryPolicy) -> bool:
+    return action.isdigit() and int(action) in policy.overload_statuses
+
+
+def overload(v: Verdict, arrivals: Sequence[Arrival], gs: Sequence[Gap], policy: RetryPolicy,
+             tolerance_s: float = 0.15) -> None:
+    """Busy is not down: an overload answer (the policy's `overload_statuses`, Dynamo's 529) is retried on the
+    same service after at least min_interval_s. A logical request never retried after one treats busy as down
+    (it failed over or gave up); a retry within HAMMER_S (+ tolerance_s) hammers the busy service. Only the
+    words depend on HAMMER_S: any wait below min_interval_s fails."""
+    busy = sorted({a.action for a in arrivals if _busy(a.action, policy)})
+    if not busy:
+        v.add("overload", policy.min_interval_s, None, None, "no overload status was played (--failure 529)")
+        return
+    codes = "/".join(busy)
+    attempts = Counter(a.key for a in arrivals)
+    last = {a.key: a.action for a in sorted(arrivals, key=lambda a: a.t_perf)}
+    down = sorted(k for k, n in attempts.items() if n < 2 and _busy(last[k], policy) and policy.max_attempts >= 2)
+    after = [g for g in gs if _busy(g.after, policy)]
+    soon = [g for g in after if g.seconds < policy.min_interval_s - _EPS]
+    hammered = [g for g in after if g.seconds <= HAMMER_S + tolerance_s]
+    shortest = min((g.seconds for g in after), default=None)
+    if down:
+        detail = (f"treats {codes} as down: {len(down)}/{len(attempts)} logical requests never retried after it "
+                  f"(failed over or gave up): {', '.join(down[:5])}")
+    elif hammered:
+        detail = (f"hammers on {codes}: {len(hammered)}/{len(after)} retries within {HAMMER_S * 1000:.0f} ms "
+                  f"(<= {(HAMMER_S + tolerance_s) * 1000:.0f} ms measured with the reconnect), "
+                  f"shortest {min(g.seconds for g in hammered) * 1000:.0f} ms")
+    elif soon:
+        detail = (f"backs off too little on {codes}: {len(soon)}/{len(after)} waits below "
+                  f"{policy.min_interval_s:g} s, shortest {min(g.seconds for g in soon) * 1000:.0f} ms")
+    else:
+        detail = (f"backs off on {codes}: {len(attempts)}/{len(attempts)} retried, "
+                  f"shortest wait {(shortest or 0.0) * 1000:.0f} ms")
+    v.add("overload", policy.min_interval_s, shortest, not (down or soon), detail)

@@ -7,12 +7,13 @@ It recomputes the canary's sliding-window error rate and P99 over time (by compl
 gateway counts), finds each threshold crossing, and finds when traffic actually moved: the canary's
 share of sends, in bins, falling to <= drained_share x its baseline ("drained") and coming back to
 >= half of it ("restored"). A failure for the window: transport errors, stream cuts, error chunks,
-5xx and 429 (not 4xx such as a refused signature).
+5xx, 429 and any other status the team's policy calls overload (`retry.overload_statuses`: busy counts
+as down does, as the reference gateway counts it), not 4xx such as a refused signature.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -33,11 +34,12 @@ def default_pool_of(served_by: str | None) -> str | None:
     return served_by.split("/", 1)[0].strip() if served_by else None
 
 
-def counts_as_failure(r: RequestRecord) -> bool:
-    """The failures a breaker window should count."""
+def counts_as_failure(r: RequestRecord, overload_statuses: Collection[int] = ()) -> bool:
+    """The failures a breaker window should count (overload_statuses: the environment's retry.overload_statuses)."""
     if r.error in BREAKER_ERRORS:
         return True
-    return r.error == "http" and r.status is not None and (r.status >= 500 or r.status == 429)
+    return r.error == "http" and r.status is not None and (r.status >= 500 or r.status == 429
+                                                           or r.status in overload_statuses)
 
 
 @dataclass
@@ -116,7 +118,8 @@ class BreakerAnalysis:
             timeline.event("state", "pool_state", t=t, pool=pool, value=v)
 
 
-def _window_series(recs: list[RequestRecord], p: BreakerPolicy, grid: Sequence[float]) -> list[WindowRow]:
+def _window_series(recs: list[RequestRecord], p: BreakerPolicy, grid: Sequence[float],
+                   overload_statuses: Collection[int] = ()) -> list[WindowRow]:
     done = sorted(recs, key=lambda r: r.t_end)
     out: list[WindowRow] = []
     lo, hi = 0, 0
@@ -126,7 +129,7 @@ def _window_series(recs: list[RequestRecord], p: BreakerPolicy, grid: Sequence[f
         while lo < hi and done[lo].t_end <= t - p.window_s:
             lo += 1
         win = done[lo:hi]
-        fails = sum(1 for r in win if counts_as_failure(r))
+        fails = sum(1 for r in win if counts_as_failure(r, overload_statuses))
         lats = sorted(r.e2e for r in win if r.e2e is not None)
         out.append((t, len(win), fails / len(win) if win else 0.0, nearest_rank(lats, 0.99)))
     return out
@@ -195,8 +198,9 @@ def analyze(records: Iterable[RequestRecord], policy: BreakerPolicy, *, canary: 
             pool_of: Callable[[str | None], str | None] = default_pool_of, step_s: float = 0.5,
             bin_s: float = 1.0, min_bin_calls: int = 5, drained_share: float = DRAINED_SHARE,
             baseline_until: float | None = None, metric_samples: Iterable[Sample] = (),
-            alpha: float = DRAIN_ALPHA) -> BreakerAnalysis:
-    """Compute the canary's window series, crossings and traffic moves from records."""
+            alpha: float = DRAIN_ALPHA, overload_statuses: Collection[int] = ()) -> BreakerAnalysis:
+    """Compute the canary's window series, crossings and traffic moves from records (an overload status
+    counts as a failure: pass the environment's retry.overload_statuses where a code below 500 is one)."""
     recs = sorted(records, key=lambda r: r.t_send)
     attributed = [(r, pool_of(r.served_by)) for r in recs]
     attributed = [(r, pool) for r, pool in attributed if pool is not None]
@@ -206,7 +210,7 @@ def analyze(records: Iterable[RequestRecord], policy: BreakerPolicy, *, canary: 
         return a
     t0, t1 = recs[0].t_send, max(r.t_end for r in recs)
     grid = [t0 + i * step_s for i in range(int((t1 - t0) / step_s) + 2)]
-    a.window = _window_series(can, policy, grid)
+    a.window = _window_series(can, policy, grid, overload_statuses)
     a.crossings = _crossings(a.window, policy)
     bins = _share_bins([(r.t_send, pool == canary) for r, pool in attributed], t0, t1, bin_s)
     a.share = [(t, k / n) for t, n, k in bins if n >= min_bin_calls]

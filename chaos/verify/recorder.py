@@ -5,7 +5,8 @@ Logical requests are keyed by (slot, x-request-id). The slot is the path prefix 
 base URL handed to each client copy (`recorder.slot_url(i)`); a client that sends no
 `x-request-id` has all its attempts in that slot counted as ONE logical request.
 
-Failure modes: 503, 500, 429 (with `Retry-After` of any value, even below 0.5 s), reset (the TCP
+Failure modes: 503, 500, 429 and 529 (NVIDIA Dynamo's "busy: back off"; both with `Retry-After` of any
+value when given, even below 0.5 s), reset (the TCP
 connection is aborted with RST), timeout (held without an answer until the client hangs up or
 `hold_s` passes), stream-cut (a 200 SSE stream closed without `[DONE]`), and 400/401/404 (every
 attempt fails: non-retryable).
@@ -27,7 +28,8 @@ from aiohttp import web
 
 from chaos.errors import ConfigError, StackError
 
-RETRYABLE_FAILURES = ("503", "500", "429", "reset", "timeout", "stream-cut")
+RETRYABLE_FAILURES = ("503", "500", "429", "529", "reset", "timeout", "stream-cut")
+WITH_RETRY_AFTER = ("429", "529")
 NON_RETRYABLE_FAILURES = ("400", "401", "404")
 FAILURES = RETRYABLE_FAILURES + NON_RETRYABLE_FAILURES
 _CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
@@ -175,7 +177,7 @@ class Recorder:
             fails = fail_first is None or n <= fail_first
             action = failure if fails else "ok"
             a = Arrival(key, slot, rid, n, self.clock(), time.time(), path, action,
-                        retry_after=retry_after if action == "429" else None,
+                        retry_after=retry_after if action in WITH_RETRY_AFTER else None,
                         signed="x-chaos-signature" in {h.lower() for h in request.headers},
                         headers={k: v for k, v in request.headers.items() if k.lower().startswith("x-")})
             self._arrivals.append(a)
@@ -217,10 +219,14 @@ class Recorder:
                     401: "AuthenticationError", 404: "NotFoundError"}[code]
             return web.json_response({"error": {"message": f"recorder: injected {code}", "type": kind,
                                                  "param": None, "code": code}}, status=code)
-        if mode == "429":
+        if mode in WITH_RETRY_AFTER:
             headers = {} if a.retry_after is None else {"Retry-After": f"{a.retry_after:g}"}
-            return web.json_response({"error": {"message": "recorder: rate limited", "type": "RateLimitError",
-                                                 "param": None, "code": 429}}, status=429, headers=headers)
+            code = int(mode)
+            # 529: the OpenAI-shaped body NVIDIA Dynamo's frontend sends when it sheds overload
+            message, kind = (("recorder: rate limited", "RateLimitError") if code == 429
+                             else ("recorder: overloaded, busy: back off", "Overloaded"))
+            return web.json_response({"error": {"message": message, "type": kind, "param": None, "code": code}},
+                                     status=code, headers=headers)
         if mode == "reset":
             _abort(request)
             raise asyncio.CancelledError()

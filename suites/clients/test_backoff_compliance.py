@@ -1,7 +1,8 @@
 """Clients: any client must retry no sooner than 500 ms, back off exponentially with jitter, respect
-its cap and Retry-After, give up in time and never retry a 400. The reference client passes; every
-command listed in the environment's `client_commands` is judged the same way; a naive fixed-100 ms
-loop is the negative control and must be caught."""
+its cap and Retry-After, give up in time, never retry a 400, and treat busy (529) as busy, not down
+(back off and retry, never fail over). The reference client passes; every command listed in the
+environment's `client_commands` is judged the same way; a naive fixed-100 ms loop is the negative
+control and must be caught."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -16,7 +17,8 @@ from chaos.verify.backoff_run import check_backoff
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "clients"
 FAILURES: dict[str, dict[str, Any]] = {
-    "503": {}, "429-retry-after-0.2s": {"failure": "429", "retry_after": 0.2}, "reset": {"failure": "reset"}}
+    "503": {}, "429-retry-after-0.2s": {"failure": "429", "retry_after": 0.2}, "reset": {"failure": "reset"},
+    "529-busy": {"failure": "529"}}  # NVIDIA Dynamo's overload answer: back off and retry, never fail over
 
 
 def _reference(env: Environment) -> Callable[[str], object]:

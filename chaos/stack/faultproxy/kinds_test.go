@@ -37,6 +37,26 @@ func TestAbort(t *testing.T) {
 	}
 }
 
+func TestAbortBusy529(t *testing.T) {
+	f := newFixture(t, sseUpstream(3, 0))
+	f.addRule(map[string]any{"name": "busy", "kind": "abort", "status": 529, "message": "busy"})
+	resp, b := f.post("/v1/chat/completions", chatBody(true))
+	want := `{"error": {"message": "busy", "type": "Overloaded", "param": null, "code": 529}}`
+	if resp.StatusCode != 529 || string(b) != want || resp.Header.Get("Retry-After") != "" ||
+		resp.Header.Get("Content-Type") != "application/json" || f.upCalls.Load() != 0 {
+		t.Fatalf("got %d %v %s", resp.StatusCode, resp.Header, b)
+	}
+	if rec := f.lastLog(); rec["outcome"] != "error" || rec["status"] != 529.0 || rec["rule"] != "busy" {
+		t.Fatalf("log %v", rec)
+	}
+	f.addRule(map[string]any{"name": "busy", "kind": "abort", "status": 529, "retry_after": "1"})
+	resp, b = f.post("/v1/chat/completions", chatBody(false))
+	if resp.StatusCode != 529 || resp.Header.Get("Retry-After") != "1" ||
+		!strings.Contains(string(b), `"type": "Overloaded", "param": null, "code": 529}}`) {
+		t.Fatalf("got %d %v %s", resp.StatusCode, resp.Header, b)
+	}
+}
+
 func TestOOM(t *testing.T) {
 	f := newFixture(t, sseUpstream(3, 0))
 	f.addRule(map[string]any{"name": "o", "kind": "oom"})

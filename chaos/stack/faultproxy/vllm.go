@@ -31,6 +31,10 @@ func errorType(status int) string {
 		return "BadGateway"
 	case 503:
 		return "ServiceUnavailableError"
+	case 529:
+		// NVIDIA Dynamo's frontend sheds overload with 529 ("busy: back off"; 503 means "unavailable: fail
+		// over") and names its OpenAI error type so
+		return "Overloaded"
 	}
 	return "APIError"
 }

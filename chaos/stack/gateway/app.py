@@ -17,7 +17,7 @@ from chaos.stack.gateway.defects import planted_from_env
 from chaos.stack.gateway.ejection import Ejection
 from chaos.stack.gateway.policy import GatewayPolicy
 from chaos.stack.gateway.proxy import Proxy, Replica
-from chaos.stack.gateway.rules import BreakerRules
+from chaos.stack.gateway.rules import OVERLOAD_STATUSES, BreakerRules
 
 log = logging.getLogger("chaos.gateway")
 SETTINGS = web.AppKey("settings", object)
@@ -44,6 +44,8 @@ class GatewaySettings:
     read_timeout_s: float = 600.0
     eject_after: int = 0  # failed attempts in a row that take a replica out of rotation (0: never)
     eject_s: float = 10.0  # for this long (chaos.stack.gateway.ejection)
+    # what the team's policy calls "busy: back off" (retry.overload_statuses): the breaker counts each as a failure
+    overload_statuses: frozenset[int] = OVERLOAD_STATUSES
 
     def __post_init__(self) -> None:
         if not self.replicas:
@@ -120,7 +122,8 @@ def build_app(settings: GatewaySettings, policy: GatewayPolicy | None = None) ->
     metrics = GatewayMetrics(policy)
     ejection = Ejection(settings.eject_after, settings.eject_s)
     proxy = Proxy(settings.replicas, policy, hmac_key=settings.hmac_key, hmac_window_s=settings.hmac_window_s,
-                  normalize=settings.policy.normalize_unicode, metrics=metrics, ejection=ejection)
+                  normalize=settings.policy.normalize_unicode, metrics=metrics, ejection=ejection,
+                  overload_statuses=settings.overload_statuses)
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app[SETTINGS], app[POLICY], app[PROXY], app[METRICS] = settings, policy, proxy, metrics
     app.add_routes(Admin(policy, metrics, settings.admin_token, ejection).routes())

@@ -2,7 +2,8 @@
 
 Every response carries `Cache-Control: no-store`, `x-served-by: <pool>/<replica>` and the
 request's `x-request-id` (the client's, else a new one). What the breaker counts as a failure:
-no response (connect error, disconnect), a 5xx or 429, or a 200 stream that is not a whole
+no response (connect error, disconnect), a 5xx, 429 or other overload status (rules.breaker_failure:
+busy counts as down does), or a 200 stream that is not a whole
 answer (streamcheck: an error chunk, a cut, `[DONE]` with no finish_reason, duplicated chunks). An error
 is an OOM when its text says so
 (vLLM: "CUDA out of memory"; see policy.is_oom). Retry rule: a connection error before any
@@ -17,6 +18,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +32,7 @@ from chaos.stack.gateway.ejection import Ejection
 from chaos.stack.gateway.normalize import normalize_body
 from chaos.stack.gateway.policy import CANARY, POOLS, STABLE, GatewayPolicy, is_oom
 from chaos.stack.gateway.release import MIRROR_HEADER, TEXT_LIMIT, answer_text
+from chaos.stack.gateway.rules import OVERLOAD_STATUSES, breaker_failure
 from chaos.stack.gateway.streamcheck import StreamCheck
 
 if TYPE_CHECKING:
@@ -87,7 +90,7 @@ class Proxy:
 
     def __init__(self, replicas: list[Replica], policy: GatewayPolicy, *, hmac_key: bytes | None = None,
                  hmac_window_s: float = 300.0, normalize: bool = True, metrics: GatewayMetrics | None = None,
-                 ejection: Ejection | None = None) -> None:
+                 ejection: Ejection | None = None, overload_statuses: Collection[int] = OVERLOAD_STATUSES) -> None:
         self.pools = {p: [r for r in replicas if r.pool == p] for p in POOLS}
         self.present = {p for p, rs in self.pools.items() if rs}
         self._rr = {p: itertools.count() for p in POOLS}
@@ -98,6 +101,7 @@ class Proxy:
         self.normalize = normalize
         self.metrics = metrics
         self.ejection = ejection or Ejection()  # off unless configured
+        self.overload_statuses = frozenset(overload_statuses)
         self.session: aiohttp.ClientSession | None = None
         self._shadows: set[asyncio.Task[None]] = set()  # mirrored calls in flight (a task needs a reference)
 
@@ -224,7 +228,7 @@ class Proxy:
                      answer: bytearray | None = None) -> web.StreamResponse:
         """Pass the answer on (a copy of its first TEXT_LIMIT bytes into `answer`, for a shadow pair)."""
         headers = self._response_headers(up, rid, f"{pool}/{replica.name}")
-        failed_status = up.status >= 500 or up.status == 429
+        failed_status = breaker_failure(up.status, self.overload_statuses)
         if not up.content_type.startswith("text/event-stream"):
             try:
                 data = await up.read()

@@ -2,8 +2,24 @@
 `breaker:` block, chaos.env.model.BreakerPolicy, whose schema holds the defaults and the validation)."""
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol
+
+# the answers an environment calls "busy: back off" unless it says otherwise (retry.overload_statuses: NVIDIA
+# Dynamo sheds overload with 529); kept equal to chaos.env.model.RetryPolicy's default by a test
+OVERLOAD_STATUSES = frozenset({429, 503, 529})
+
+
+def breaker_failure(status: int, overload_statuses: Collection[int] = OVERLOAD_STATUSES) -> bool:
+    """Whether an answer with this status counts as a failure in a pool's breaker window and for ejection.
+
+    Busy counts, as down does: any 5xx, a 429, and every status the team's policy calls overload (Dynamo's
+    529; a code below 500 too when listed). The breaker moves traffic off a pool its users get no answer
+    from, and a pool that sheds load fails them as surely as a broken one (draining it is also what
+    relieves it). Busy differs from down on the client's side: it backs off and retries the same service
+    (chaos.verify.backoff's overload rule) instead of failing over."""
+    return status >= 500 or status == 429 or status in overload_statuses
 
 
 class BreakerRules(Protocol):

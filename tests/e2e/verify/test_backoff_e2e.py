@@ -1,6 +1,7 @@
 """Backoff compliance end to end: real clients (callables and shell commands) against the recorder."""
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import time
@@ -82,15 +83,44 @@ def test_fixed_600ms_without_jitter_fails_growth_and_jitter_only() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("failure, retry_after", [("429", 0.2), ("429", 1.2), ("reset", None), ("timeout", None),
-                                                  ("stream-cut", None), ("500", None)])
+@pytest.mark.parametrize("failure, retry_after", [("429", 0.2), ("429", 1.2), ("529", 1.2), ("reset", None),
+                                                  ("timeout", None), ("stream-cut", None), ("500", None)])
 def test_reference_client_passes_under_each_failure(failure: str, retry_after: float | None) -> None:
     v = check_backoff(reference, POLICY, failure=failure, retry_after=retry_after, fail_first=2, clients=8,
                       time_limit_s=15)
     assert v.ok, [r.line() for r in v.failures] + [r.line() for r in v.rows]
-    if failure == "429":
+    if retry_after is not None:
         assert v.row("retry_after").ok is True
     unproven_jitter_skips(v)
+
+
+def gives_up_at_once(url: str) -> None:
+    """Treats busy as down: one attempt, then it would go to another endpoint (or give up)."""
+    ResilientClient(url, RetryPolicy(**{**POLICY.model_dump(), "max_attempts": 1}), timeout_s=1.0).chat("hi")
+
+
+def test_reference_client_backs_off_on_a_busy_529() -> None:
+    v = check_backoff(reference, POLICY, failure="529", fail_first=2, clients=6, time_limit_s=12)
+    assert v.ok, [r.line() for r in v.failures] + [r.line() for r in v.rows]
+    row = v.row("overload")
+    assert row.ok is True and row.detail.startswith("backs off on 529"), row.line()
+    assert row.measured >= POLICY.min_interval_s and v.row("exponential").ok is True
+    unproven_jitter_skips(v)
+
+
+def test_a_client_retrying_a_529_after_100ms_hammers_on_it() -> None:
+    v = check_backoff(fixed_loop(0.1, 10), POLICY, failure="529", fail_first=2, clients=4, time_limit_s=12,
+                      phases=("retry", "give_up"))
+    assert {"min_interval", "exponential", "overload"} <= failing(v)
+    assert v.row("overload").detail.startswith("hammers on 529"), v.row("overload").line()
+
+
+def test_a_client_that_fails_over_on_a_529_treats_busy_as_down() -> None:
+    v = check_backoff(gives_up_at_once, POLICY, failure="529", fail_first=2, clients=2, time_limit_s=12,
+                      phases=("retry", "give_up"))
+    assert {"retries", "overload"} <= failing(v)
+    assert v.row("overload").detail.startswith("treats 529 as down: 3/3 logical requests never retried"), \
+        v.row("overload").line()
 
 
 @pytest.fixture
@@ -108,6 +138,20 @@ def test_naive_shell_loop_fails_through_the_cli(env_file: str, capsys: pytest.Ca
     out = capsys.readouterr().out
     assert rc == 1
     assert "FAIL: min_interval, exponential" in out and "non_retryable" in out
+
+
+def test_naive_shell_loop_fails_a_529_through_the_cli(env_file: str, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A client that retries a 529 after 100 ms fails `chaos backoff-check`, named as hammering on it."""
+    if not shutil.which("curl"):
+        pytest.skip("curl not installed")
+    out_json = tmp_path / "v.json"
+    rc = main(["backoff-check", "--client-cmd", f"sh {CLIENTS / 'naive_retry.sh'} {{base_url}}", "--env", env_file,
+               "--clients", "2", "--fail-first", "2", "--failure", "529", "--json", str(out_json)])
+    out = capsys.readouterr().out
+    assert rc == 1 and "FAIL: min_interval, exponential" in out, out
+    rows = {r["check"]: r for r in json.loads(out_json.read_text())["rows"]}
+    assert rows["overload"]["ok"] is False and rows["overload"]["detail"].startswith("hammers on 529"), rows
 
 
 def test_curl_that_never_retries_a_503_does_not_pass(env_file: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -134,6 +178,19 @@ def test_reference_python_script_passes_through_the_cli(env_file: str, capsys: p
         pytest.skip(f"jitter not proven on this machine now: {out.splitlines()[-1]}")
     assert rc == 0, out
     assert "PASS: every rule that could be judged holds (n/a: retry_after)" in out  # no 429 was sent
+
+
+@pytest.mark.slow
+def test_reference_python_script_backs_off_on_a_529_through_the_cli(env_file: str,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    cmd = f"{sys.executable} {CLIENTS / 'reference_client.py'} {{base_url}} --timeout 1 --env {env_file}"
+    rc = main(["backoff-check", "--client-cmd", cmd, "--env", env_file, "--clients", "8", "--fail-first", "2",
+               "--failure", "529", "--time-limit", "20"])
+    out = capsys.readouterr().out
+    if rc == 1 and "NOT PROVEN: jitter (" in out and "FAIL" not in out:
+        pytest.skip(f"jitter not proven on this machine now: {out.splitlines()[-1]}")
+    assert rc == 0, out
+    assert "PASS: every rule that could be judged holds (n/a: retry_after)" in out  # overload judged, and held
 
 
 @pytest.mark.slow

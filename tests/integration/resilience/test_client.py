@@ -29,7 +29,7 @@ def client(url: str, sleep: FakeSleep, policy: RetryPolicy = POLICY, **kw) -> Re
     return ResilientClient(url, policy, sleep=sleep, rng=random.Random(1), timeout_s=kw.pop("timeout_s", 2.0), **kw)
 
 
-@pytest.mark.parametrize("failure", ["503", "500", "429", "reset", "timeout", "stream-cut"])
+@pytest.mark.parametrize("failure", ["503", "500", "429", "529", "reset", "timeout", "stream-cut"])
 @pytest.mark.parametrize("stream", [False, True])
 def test_retries_each_failure_then_succeeds(failure: str, stream: bool) -> None:
     sleep = FakeSleep()

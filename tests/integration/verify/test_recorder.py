@@ -44,6 +44,18 @@ def test_retry_after_below_half_a_second_is_sent_as_is() -> None:
     assert status == 429 and headers["Retry-After"] == "0.2"
 
 
+def test_a_busy_529_is_dynamos_overload_answer() -> None:
+    with Recorder("529", 1) as rec:
+        rec.configure("529", 1, retry_after=1.5, slot="ra")
+        status, headers, body = post(rec, "0", "a")
+        with_ra = post(rec, "ra", "a")
+        assert [a.retry_after for a in rec.arrivals()] == [None, 1.5]
+    assert status == 529 and "Retry-After" not in headers
+    assert json.loads(body)["error"] == {"message": "recorder: overloaded, busy: back off", "type": "Overloaded",
+                                         "param": None, "code": 529}
+    assert with_ra[0] == 529 and with_ra[1]["Retry-After"] == "1.5"
+
+
 def test_reset_and_stream_cut_and_per_slot_modes() -> None:
     with Recorder("reset", 1) as rec:
         rec.configure("stream-cut", 1, slot="s")

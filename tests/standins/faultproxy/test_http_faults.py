@@ -76,6 +76,17 @@ def test_abort_status_fraction_and_retry_after(proxy, policy):
     assert all(call(proxy.url, stream=False)[0] == 200 for _ in range(3))  # reverted
 
 
+def test_busy_529_with_an_openai_error_body(proxy, policy):
+    """NVIDIA Dynamo sheds overload with 529 ("busy: back off"): the status, its error type and Retry-After."""
+    f = H.http_error(FaultProxyAdmin.of(proxy), 529, retry_after=1, message="busy").using(policy)
+    with f:
+        status, hdrs, body, _, _ = call(proxy.url, stream=False)
+    assert status == 529 and hdrs["retry-after"] == "1"
+    assert json.loads(body) == {"error": {"message": "busy", "type": "Overloaded", "param": None, "code": 529}}
+    assert f.evidence["hits"] == 1
+    assert call(proxy.url, stream=False)[0] == 200  # reverted
+
+
 def test_oom_error_has_vllm_wording(proxy, policy):
     with H.oom_error(FaultProxyAdmin.of(proxy)).using(policy):
         status, _, body, _, _ = call(proxy.url)

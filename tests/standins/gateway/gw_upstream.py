@@ -16,8 +16,9 @@ OOM_MSG = "CUDA out of memory. Tried to allocate 2.00 GiB"
 
 
 class Upstream:
-    """Modes: ok, http500, oom500, oom_chunk, cut, reset (the connection closed once the request is
-    read, before any answer), no_finish, duplicate, other_answer, slow. Keeps what it received."""
+    """Modes: ok, http500, oom500, busy (`busy_status`, 529 unless set: Dynamo's overload answer), oom_chunk,
+    cut, reset (the connection closed once the request is read, before any answer), no_finish, duplicate,
+    other_answer, slow. Keeps what it received."""
 
     def __init__(self, name: str, mode: str = "ok") -> None:
         self.name, self.mode = name, mode
@@ -26,6 +27,7 @@ class Upstream:
         self.started = 1_800_000_000.0  # process_start_time_seconds: a restart changes it
         self.delay_s = 0.0
         self.set_cookie: str | None = None  # a Set-Cookie header on the non-streamed answers
+        self.busy_status = 529
 
     async def complete(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
@@ -39,6 +41,9 @@ class Upstream:
             return web.Response()
         if self.mode == "http500":
             return web.json_response({"error": {"message": "boom", "type": "InternalServerError", "code": 500}}, status=500)
+        if self.mode == "busy":
+            return web.json_response({"error": {"message": "busy", "type": "Overloaded", "param": None,
+                                                 "code": self.busy_status}}, status=self.busy_status)
         if self.mode == "oom500":
             return web.json_response({"error": {"message": OOM_MSG, "type": "InternalServerError", "code": 500}}, status=500)
         if not payload.get("stream"):
