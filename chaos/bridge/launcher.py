@@ -64,6 +64,7 @@ class EmbeddedStack:
             self._start_fault_proxies()
             self._start_gateway(timeout, watch)
             self.wait_serving(timeout, watch=watch)
+            self._wait_each_serving(timeout, watch)
             self.warm_up(self.env.warmup_s, watch=watch)
         except BaseException:
             self.down()
@@ -132,6 +133,17 @@ class EmbeddedStack:
         troubled = watch.troubled() if watch is not None else ""
         raise StackError(f"stack {self.env.name!r}: no completion succeeded at {self.env.endpoints.api} "
                          f"within {timeout:g}s; logs in {self.state_dir}{'; ' + troubled if troubled else ''}")
+
+    def _wait_each_serving(self, timeout: float, watch: StartupWatch) -> None:
+        """Every replica serves a completion itself: the gateway serves through the others while one dies at
+        each request it gets, and that one has not started."""
+        model, key = self.env.endpoints.model, self.env.endpoints.api_key
+        for name in self.targets:
+            cfg = self.env.target(name)
+            if wait_completion(f"http://{cfg.host}:{cfg.port}", model, timeout, api_key=key, check=watch.check) is None:
+                troubled = watch.troubled()
+                raise StackError(f"stack {self.env.name!r}: replica {name} served no completion within {timeout:g}s; "
+                                 f"logs in {self.state_dir}{'; ' + troubled if troubled else ''}")
 
     def warm_up(self, seconds: float, workers: int = 8, *, watch: StartupWatch | None = None) -> int:
         """Send real traffic for a while, then reset the gateway's breaker windows.
