@@ -140,7 +140,8 @@ class EmbeddedStack:
         model, key = self.env.endpoints.model, self.env.endpoints.api_key
         for name in self.targets:
             cfg = self.env.target(name)
-            if wait_completion(f"http://{cfg.host}:{cfg.port}", model, timeout, api_key=key, check=watch.check) is None:
+            if wait_completion(f"http://{cfg.host}:{cfg.port}", model, timeout, api_key=key, check=watch.check,
+                               request_timeout=min(30.0, timeout)) is None:
                 troubled = watch.troubled()
                 raise StackError(f"stack {self.env.name!r}: replica {name} served no completion within {timeout:g}s; "
                                  f"logs in {self.state_dir}{'; ' + troubled if troubled else ''}")
