@@ -52,6 +52,7 @@ import psutil
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from chaos.shared import proc as _proc  # noqa: E402
+from chaos.shared.proc import free_port  # noqa: E402
 from chaos.stack.toxiproxy import ToxiproxyServer  # noqa: E402
 
 PY = sys.executable
@@ -62,12 +63,6 @@ TOKEN = "bench-token"
 PATHS = ("direct", "proxy", "proxy+rule", "toxiproxy")
 NOMATCH_RULE = {"name": "bench-nomatch", "kind": "abort", "status": 503,
                 "match": {"path": "/never", "header": {"x-bench": "never"}}}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def request_bytes(port: int) -> bytes:

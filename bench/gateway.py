@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,15 +26,11 @@ from pathlib import Path
 import aiohttp
 import psutil
 
+from chaos.shared.proc import free_port
+
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
 BODY = {"model": "sim-model", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 8, "stream": True}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def serve_upstream(port: int, tokens: int = 8) -> None:

@@ -44,7 +44,6 @@ import csv
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -60,6 +59,7 @@ sys.path.insert(0, str(REPO))
 from chaos.load.config import LoadConfig  # noqa: E402
 from chaos.load.runner import run_load  # noqa: E402
 from chaos.load.stats import percentile  # noqa: E402
+from chaos.shared.proc import free_port  # noqa: E402
 
 CLASSES = {"short": 32, "long": 32, "xl": 32}
 # what run_load gives ours at the default timeout (chaos.load.runner.LoadHandle.start): the plain path gets the same
@@ -105,12 +105,6 @@ def _stop(**_kw):
 ''' % PROMPT_JSON  # noqa: UP031 (generated Python: % keeps its braces literal)
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _ready(url: str, timeout: float = 30.0) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -132,7 +126,7 @@ class Server:
         sim_ok = subprocess.run([sys.executable, "-m", "chaos.stack.sim", "--help"], capture_output=True,
                                 timeout=30).returncode == 0
         if sim_ok:
-            port = _port()
+            port = free_port()
             self.kind = "simulator (" + " ".join(sim_args) + ")"
             self.proc = subprocess.Popen([sys.executable, "-m", "chaos.stack.sim", "--port", str(port),
                                           *sim_args, "--request-log", str(log)],

@@ -24,7 +24,6 @@ import asyncio
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -33,15 +32,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from chaos.shared.proc import free_port  # noqa: E402
 from chaos.stack.sim.virtual import calibration_lengths  # noqa: E402
 
 TOKEN = "bench"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # The baseline: a bare aiohttp server that only streams 16 SSE chunks per POST, as fast as it can

@@ -29,6 +29,7 @@ from chaos.errors import ConfigError, StackError
 from chaos.shared import proc as _proc
 from chaos.stack import lab_hostfs as hostfs
 from chaos.stack.lab import GPU, HOSTS, Host, Lab
+from chaos.targets.startup import StartupWatch, wait_all_healthy
 
 RUN_ID = "lab-staging"  # the deployment's label on its containers: not the harness's run
 
@@ -91,7 +92,7 @@ def deploy(lab: Lab, env: Environment, log: Callable[[str], object] = lambda s: 
     lab.wait_up("toxiproxy", toxiproxy.client().ping, 15)
     toxiproxy.create_proxies(env.toxiproxy.proxies)
     log(f"toxiproxy on {env.toxiproxy.api}: {len(env.toxiproxy.proxies)} proxies")
-    _start_replicas(lab, env, timeout)
+    watch = _start_replicas(lab, env, timeout)
     log(f"replicas on the GPU host: {', '.join(t.name for t in env.targets)}")
     binary = faultproxy_binary()
     for f in env.fault_proxies:
@@ -108,8 +109,12 @@ def deploy(lab: Lab, env: Environment, log: Callable[[str], object] = lambda s: 
         hostfs.put(where, env.source, Path(env.source).read_bytes(), 0o644)  # the file it is deployed from
         lab.spawn("gateway", [sys.executable, "-m", "chaos.cli", "gateway", "--env", env.source], where)
         log(f"gateway on {env.gateway.listen}")
-    if wait_completion(env.endpoints.api, env.endpoints.model, timeout, api_key=env.endpoints.api_key) is None:
-        raise StackError(f"lab: no completion through {env.endpoints.api} within {timeout:g} s; logs in {lab.state}")
+    with _lab_ssh(lab):  # the watch reads the replicas' restarts and logs over SSH
+        if wait_completion(env.endpoints.api, env.endpoints.model, timeout, api_key=env.endpoints.api_key,
+                           check=watch.check) is None:
+            troubled = watch.troubled()
+            raise StackError(f"lab: no completion through {env.endpoints.api} within {timeout:g} s; logs in {lab.state}"
+                             + (f"; {troubled}" if troubled else ""))
 
 
 def _start_proxy(lab: Lab, name: str, cmd: list[str], where: Host, url: str, tries: int = 3) -> None:
@@ -160,20 +165,22 @@ def undeploy(lab: Lab, env: Environment) -> list[str]:
     return done
 
 
-def _start_replicas(lab: Lab, env: Environment, timeout: float) -> None:
+def _start_replicas(lab: Lab, env: Environment, timeout: float) -> StartupWatch:
+    """Start the replica containers and wait for their /health; the watch that fails the deploy if one cannot start."""
     from chaos.targets import admin_token, make_target
 
     _give_token(GPU, admin_token(env.state_dir).file)  # the simulators' admin token, in the state they mount
-    targets = []
+    targets = {}
     with _lab_ssh(lab):
         for cfg in env.targets:
             assert cfg.image is not None
             lab.load_image(cfg.image)
             t = make_target(cfg, run_id=RUN_ID, state_dir=env.state_dir, env=env)  # Docker over SSH (cfg's own)
             t.start()
-            targets.append(t)
-        for t in targets:
-            t.wait_healthy(timeout)
+            targets[cfg.name] = t
+        watch = StartupWatch(targets, where=f"lab {env.name!r}")
+        wait_all_healthy(targets, timeout, watch)
+    return watch
 
 
 @contextmanager

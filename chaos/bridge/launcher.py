@@ -29,6 +29,7 @@ from chaos.stack.monitoring import http_ok
 from chaos.stack.toxiproxy import ToxiproxyServer
 from chaos.targets import Target, make_target
 from chaos.targets.process import ProcessTarget
+from chaos.targets.startup import StartupWatch, wait_all_healthy
 
 
 class EmbeddedStack:
@@ -59,11 +60,12 @@ class EmbeddedStack:
         self.started_at = time.time()
         try:
             self._start_toxiproxy()
-            self._start_targets(timeout)
+            watch = self._start_targets(timeout)
             self._start_fault_proxies()
-            self._start_gateway(timeout)
-            self.wait_serving(timeout)
-            self.warm_up(self.env.warmup_s)
+            self._start_gateway(timeout, watch)
+            self.wait_serving(timeout, watch=watch)
+            self._wait_each_serving(timeout, watch)
+            self.warm_up(self.env.warmup_s, watch=watch)
         except BaseException:
             self.down()
             raise
@@ -80,14 +82,16 @@ class EmbeddedStack:
         self.toxiproxy.create_proxies(self.env.toxiproxy.proxies)
         self.log(f"toxiproxy up on {self.toxiproxy.api} with {len(self.env.toxiproxy.proxies)} proxies")
 
-    def _start_targets(self, timeout: float) -> None:
+    def _start_targets(self, timeout: float) -> StartupWatch:
+        """Start the replicas and wait for their /health; the watch that fails the start once one cannot start."""
         for cfg in self.env.targets:
             self.targets[cfg.name] = make_target(cfg, run_id=self.run_id, state_dir=self.state_dir, env=self.env)
         for t in self.targets.values():
             t.start()
-        with ThreadPoolExecutor(max_workers=max(1, len(self.targets))) as pool:
-            list(pool.map(lambda t: t.wait_healthy(timeout), self.targets.values()))
+        watch = StartupWatch(self.targets, where=f"stack {self.env.name!r}")
+        wait_all_healthy(self.targets, timeout, watch)
         self.log(f"replicas healthy: {', '.join(self.targets)}")
+        return watch
 
     def _start_fault_proxies(self) -> None:
         for cfg in self.env.fault_proxies:
@@ -98,7 +102,7 @@ class EmbeddedStack:
         if self.fault_proxies:
             self.log(f"fault proxies up: {', '.join(f'{n} ({p.url})' for n, p in self.fault_proxies.items())}")
 
-    def _start_gateway(self, timeout: float) -> None:
+    def _start_gateway(self, timeout: float, watch: StartupWatch | None = None) -> None:
         if self.env.gateway is None:
             return
         host, port = self.env.gateway.listen.rsplit(":", 1)
@@ -112,28 +116,43 @@ class EmbeddedStack:
                                      state_dir=self.state_dir, run_id=self.run_id, env=spec.environ,
                                      health_path=spec.health_path)
         self.gateway.start()
-        self.gateway.wait_healthy(timeout)
+        if watch is not None:
+            watch.add("gateway", self.gateway)
+        wait_all_healthy({"gateway": self.gateway}, timeout, watch)
         self.log(f"gateway ({self.env.gateway.kind}) up on {self.env.gateway.listen}")
 
-    def wait_serving(self, timeout: float | None = None) -> float:
-        """Block until a real completion succeeds at the client endpoint; returns seconds waited."""
+    def wait_serving(self, timeout: float | None = None, *, watch: StartupWatch | None = None) -> float:
+        """Block until a real completion succeeds at the client endpoint; returns seconds waited.
+
+        With a watch, a replica that cannot start fails the wait at once (StackError naming it)."""
         timeout = timeout or self.env.slas.cold_start_s
         waited = wait_completion(self.env.endpoints.api, self.env.endpoints.model, timeout,
-                                 api_key=self.env.endpoints.api_key)
+                                 api_key=self.env.endpoints.api_key, check=watch.check if watch else None)
         if waited is not None:
             return waited
+        troubled = watch.troubled() if watch is not None else ""
         raise StackError(f"stack {self.env.name!r}: no completion succeeded at {self.env.endpoints.api} "
-                         f"within {timeout:g}s; logs in {self.state_dir}")
+                         f"within {timeout:g}s; logs in {self.state_dir}{'; ' + troubled if troubled else ''}")
 
-    def warm_up(self, seconds: float, workers: int = 8) -> int:
+    def _wait_each_serving(self, timeout: float, watch: StartupWatch) -> None:
+        """Every replica serves a completion itself: the gateway serves through the others while one dies at
+        each request it gets, and that one has not started."""
+        model, key = self.env.endpoints.model, self.env.endpoints.api_key
+        for name in self.targets:
+            cfg = self.env.target(name)
+            if wait_completion(f"http://{cfg.host}:{cfg.port}", model, timeout, api_key=key, check=watch.check,
+                               request_timeout=min(30.0, timeout)) is None:
+                troubled = watch.troubled()
+                raise StackError(f"stack {self.env.name!r}: replica {name} served no completion within {timeout:g}s; "
+                                 f"logs in {self.state_dir}{'; ' + troubled if troubled else ''}")
+
+    def warm_up(self, seconds: float, workers: int = 8, *, watch: StartupWatch | None = None) -> int:
         """Send real traffic for a while, then reset the gateway's breaker windows.
 
         A fresh replica's first requests are slow and its memory grows in steps while it warms
         up; tests must start from the steady state, not from that."""
         if seconds <= 0:
             return 0
-        from concurrent.futures import ThreadPoolExecutor
-
         deadline = time.monotonic() + seconds
         api, model, key = self.env.endpoints.api, self.env.endpoints.model, self.env.endpoints.api_key
 
@@ -142,6 +161,8 @@ class EmbeddedStack:
         def loop(i: int) -> int:
             n, work = 0, MixWorkload(dict(self.env.load.mix), dict(self.env.load.classes), seed=i)  # the real prompt sizes
             while time.monotonic() < deadline:
+                if watch is not None:
+                    watch.check()
                 prompt = work.next()
                 assert prompt is not None  # a mix workload never runs out
                 n += completion_ok(api, model, timeout=10.0, api_key=key, prompt=prompt.text)

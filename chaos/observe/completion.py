@@ -6,6 +6,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from chaos.observe._http import HttpGetter, error_class
@@ -88,11 +89,16 @@ def completion_ok(api: str, model: str, timeout: float = 5.0, api_key: str | Non
 
 
 def wait_completion(api: str, model: str, timeout: float, *, api_key: str | None = None,
-                    interval: float = 0.1, request_timeout: float = 5.0) -> float | None:
-    """Poll until a real completion succeeds through `api`; seconds waited, or None after `timeout`."""
+                    interval: float = 0.1, request_timeout: float = 5.0,
+                    check: Callable[[], object] | None = None) -> float | None:
+    """Poll until a real completion succeeds through `api`; seconds waited, or None after `timeout`.
+
+    `check` runs after each failed attempt and may raise to end the wait early (a replica that cannot start)."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
         if completion_ok(api, model, timeout=request_timeout, api_key=api_key):
             return time.monotonic() - t0
+        if check is not None:
+            check()
         time.sleep(interval)
     return None

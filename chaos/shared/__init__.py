@@ -1,2 +1,3 @@
 """What the harness and the stand-ins share beside the exception tree: the process helper, the request
-signing scheme and the Toxiproxy wire client. Imports nothing of chaos but chaos.errors and itself."""
+signing scheme, the Toxiproxy wire client and a log's last error line. Imports nothing of chaos but
+chaos.errors and itself."""

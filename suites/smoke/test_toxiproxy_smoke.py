@@ -13,6 +13,7 @@ import pytest
 
 from chaos import evidence as rep
 from chaos.faults import latency
+from chaos.shared.proc import free_port
 
 
 class _Echo(socketserver.BaseRequestHandler):
@@ -21,19 +22,13 @@ class _Echo(socketserver.BaseRequestHandler):
             self.request.sendall(data)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def echo_proxy(toxiproxy_server: Callable[[], Any]) -> Iterator[tuple[Any, int]]:
     toxi = toxiproxy_server()
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    listen = _free_port()
+    listen = free_port()
     try:
         toxi.create_proxies([{"name": "echo", "listen": f"127.0.0.1:{listen}",
                               "upstream": f"127.0.0.1:{server.server_address[1]}"}])

@@ -193,6 +193,9 @@ class Api:
             return P.ApiError(status, "Injected error (simulator fault error-rate).")
         if srv.faults.hit("oom-error"):
             return P.ApiError(500, OOM_LINE)
+        if srv.faults.get("step-error") is not None:
+            srv.engine.die([F.STEP_ERROR_TRACE])
+            return P.ApiError(500, P.ENGINE_DEAD_MESSAGE)
         tc = srv.faults.get("tokenizer-crash")
         if tc is not None and crashes_tokenizer(parsed.prompt_text, tc["threshold"]):
             srv.engine.die(["OverflowError: out of range integral type conversion attempted "

@@ -18,6 +18,7 @@ Revert: `DELETE /admin/faults/MODE` or `{"mode": MODE, "revert": true}`.
 | error-chunk | after_tokens (4), fraction (1.0) | after N tokens: `data: {"error": ...}` then [DONE] |
 | tokenizer-crash | threshold (15) | a prompt with > threshold emoji, not NFC-normalized, kills the engine |
 | leak | bytes_per_request (1048576) | each request keeps that much touched memory (RSS grows) |
+| step-error | none | the engine's first step raises a RuntimeError (vLLM's traceback shape): the engine dies at its first request, as a model the engine cannot run does |
 | answer-drift | fraction (1.0) | that fraction of requests get another answer than the same prompt gets elsewhere (a new model's regression, for shadow comparison) |
 
 `after` delays the death modes (seconds, real time). Non-streaming requests: truncate closes the
@@ -47,7 +48,17 @@ SPECS: dict[str, dict[str, tuple[type, float, float, float]]] = {
     "tokenizer-crash": {"threshold": (_I, 15, 0, 1 << 20)},
     "leak": {"bytes_per_request": (_I, 1 << 20, 0, 1 << 30)},
     "answer-drift": {"fraction": (_F, 1.0, 0.0, 1.0)},
+    "step-error": {},
 }
+# what `step-error` logs: vLLM's engine core dying at a step, with the seed incident's exception
+STEP_ERROR_TRACE = (
+    "EngineCore encountered a fatal error.\n"
+    "Traceback (most recent call last):\n"
+    '  File "vllm/v1/engine/core.py", line 701, in run_engine_core\n'
+    "    engine_core.run_busy_loop()\n"
+    '  File "vllm/v1/attention/backends/cpu_attn.py", line 88, in forward\n'
+    '    raise RuntimeError(f"Unsupported CPU attention configuration: {cfg}")\n'
+    "RuntimeError: Unsupported CPU attention configuration: head_dim=64 isa=0 (simulator fault step-error)")
 DEATH_MODES = ("crash", "engine-death", "oom")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import urllib.request
@@ -21,12 +22,30 @@ from tests._support import REPO, free_port_offset, toxiproxy_binary
 EXAMPLE = REPO / "examples" / "own-suite"
 
 
-def _pypi_unreachable() -> str | None:
+def _pip_settings() -> dict[str, str]:
+    """pip's own settings here (`pip config list`: files and PIP_* variables), by name: index-url, cert, ..."""
+    listed = _run([sys.executable, "-m", "pip", "config", "list"], REPO, dict(os.environ), 60).stdout
+    found = (re.match(r"^[^.\s]*\.([\w-]+)='(.*)'$", line) for line in listed.splitlines())
+    return {m[1]: m[2] for m in found if m}
+
+
+def _registry_unreachable() -> str | None:
+    """Why the fresh venv cannot get the wheel's dependencies (None when the index pip uses answers).
+
+    The index and the CA file are pip's own (a mirror in PIP_INDEX_URL or pip.conf, a company CA), so
+    the skip names the registry the install would really have used, and why it could not."""
+    settings = _pip_settings()
+    index = settings.get("index-url", "https://pypi.org/simple").rstrip("/")
+    context = ssl.create_default_context(cafile=settings.get("cert") or None)
     try:
-        with urllib.request.urlopen("https://pypi.org/simple/pytest/", timeout=15) as r:
-            return None if r.status == 200 else f"https://pypi.org/simple/ answered {r.status}"
-    except OSError as e:
-        return f"https://pypi.org/simple/ unreachable ({getattr(e, 'reason', e)})"
+        with urllib.request.urlopen(f"{index}/pytest/", timeout=15, context=context) as r:
+            if r.status == 200:
+                return None
+            why = f"it answered {r.status}"
+    except (OSError, ValueError) as e:
+        why = str(getattr(e, "reason", e)) or type(e).__name__
+    return (f"the package registry {index} (pip's index-url) is unreachable ({why}): the fresh venv installs the "
+            "wheel's dependencies from it; PIP_INDEX_URL names a mirror")
 
 
 def _free_offset(*env_files: Path) -> int:
@@ -41,7 +60,7 @@ def _run(args: list[str], cwd: Path, env: dict[str, str], timeout: float) -> sub
 @pytest.fixture(scope="module")
 def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A venv holding the wheel of this tree and its dependencies, nothing of the clone."""
-    require_component("pypi", _pypi_unreachable())
+    require_component("pypi", _registry_unreachable())
     root = tmp_path_factory.mktemp("own-suite")
     src = root / "src"  # only what the wheel is built from: the clone's build outputs stay out of it
     shutil.copytree(REPO / "chaos", src / "chaos", ignore=shutil.ignore_patterns("__pycache__"))

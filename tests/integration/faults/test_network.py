@@ -10,6 +10,7 @@ from chaos.errors import FaultError, FaultNotEffective, SafetyError
 from chaos.faults import down, jitter, latency, limit_data, rank_link_cut, reset_peer, timeout
 from chaos.faults.ledger import Ledger
 from chaos.faults.probe import probe
+from tests._support import free_port
 
 
 def _get(listen: str, window: float = 5.0):
@@ -79,7 +80,7 @@ def test_control_probe_through_the_wrong_proxy_fails_loudly(toxiproxy_server, pr
 def test_unknown_proxy_and_dead_api_error_before_anything(toxiproxy_server, policy, tmp_path):
     with pytest.raises(FaultError, match="no proxy 'nope'"):
         latency(toxiproxy_server.api, "nope").using(policy).inject()
-    dead = f"http://127.0.0.1:{_closed_port()}"
+    dead = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(FaultError, match="not answering"):
         latency(dead, "x").using(policy).inject()
     assert not policy.ledger.path.exists()
@@ -125,11 +126,3 @@ def test_schedule_injects_after_delay_and_reverts_after_duration(toxiproxy_serve
     assert toxiproxy_server.client().toxics(name)
     sched.join(10)
     assert toxiproxy_server.client().toxics(name) == []
-
-
-def _closed_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port

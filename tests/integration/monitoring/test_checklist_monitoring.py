@@ -3,10 +3,11 @@ environment whose `monitoring:` points at nothing, or that has none, reads "not 
 `--require-proven` exits 1 naming `monitoring-alerts`; listed in expect_not_proven, the same run passes."""
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
+
+from tests._support import free_port
 
 SCENARIO = """
 import pytest
@@ -33,12 +34,6 @@ ENV = 'name: staging\nendpoints: {api: "http://127.0.0.1:9"}\n'
 EXPECT = "  expect:\n    gpu-driver-reset: {fire: [LLMReplicaRestarted], fire_within_s: 5, clear_within_s: 5}\n"
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     for var in ("CHAOS_ENV", "CHAOS_REQUIRE_PROVEN", "CHAOS_REQUIRE"):
@@ -57,7 +52,7 @@ def _row(r: pytest.RunResult) -> str:
 
 
 def test_monitoring_pointing_at_nothing_is_not_proven_and_fails_require_proven(project: pytest.Pytester) -> None:
-    _env(project, ENV + f"monitoring:\n  prometheus: {{url: 'http://127.0.0.1:{_closed_port()}'}}\n" + EXPECT)
+    _env(project, ENV + f"monitoring:\n  prometheus: {{url: 'http://127.0.0.1:{free_port()}'}}\n" + EXPECT)
     r = project.runpytest("-p", "no:cacheprovider", "--env", "staging", "--require-proven")
     r.assert_outcomes(passed=1)
     assert r.ret == 1, r.stdout.str()
@@ -77,7 +72,7 @@ def test_no_monitoring_section_is_not_proven_never_proven(project: pytest.Pytest
 
 
 def test_listed_as_expected_the_same_run_passes(project: pytest.Pytester) -> None:
-    _env(project, ENV + f"monitoring:\n  prometheus: {{url: 'http://127.0.0.1:{_closed_port()}'}}\n" + EXPECT
+    _env(project, ENV + f"monitoring:\n  prometheus: {{url: 'http://127.0.0.1:{free_port()}'}}\n" + EXPECT
          + 'expect_not_proven:\n  monitoring-alerts: "our Prometheus is not reachable from CI"\n')
     r = project.runpytest("-p", "no:cacheprovider", "--env", "staging", "--require-proven")
     assert r.ret == 0, r.stdout.str()

@@ -85,9 +85,6 @@ class FakeVllm:
 
 def dead_url() -> str:
     """A URL nobody listens on (bound, then closed)."""
-    import socket
+    from tests._support import free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+    return f"http://127.0.0.1:{free_port()}"

@@ -3,7 +3,6 @@ goes along, and every way it can go wrong is one line naming the call (never a t
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -13,6 +12,7 @@ from chaos.errors import FaultError
 from chaos.faults.gateway import GatewayConfigFault
 from chaos.faults.tokens import TokenRef
 from chaos.observe.gateway import GatewayAdminError, admin_call
+from tests._support import free_port
 
 
 class Admin(BaseHTTPRequestHandler):
@@ -67,9 +67,7 @@ def test_a_refusal_or_a_garbled_answer_is_one_line(admin_url, path, token, messa
 
 
 def test_a_gateway_that_is_not_there_is_named_and_a_fault_says_so_as_a_fault_error():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    dead = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(GatewayAdminError, match=f"gateway admin {dead} not answering"):
         admin_call(dead, "GET", "/admin/state", timeout_s=1)
     fault = GatewayConfigFault(dead, TokenRef(literal="s3cret"), {"canary_weight": 1.0}, {"canary_weight": 0.1})

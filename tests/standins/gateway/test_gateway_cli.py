@@ -1,10 +1,10 @@
 """`chaos gateway`: settings from an environment or flags; bad input and unreachable admin are one line."""
-import socket
 
 from chaos.cli import main
 from chaos.commands.gateway import settings_from
 from chaos.env import load
 from chaos.stack.gateway import STATE_CODES, State
+from tests._support import free_port
 
 
 def test_settings_from_local_env_route_through_toxiproxy():
@@ -37,9 +37,7 @@ def test_bad_flags_and_missing_key_are_one_line(capsys, monkeypatch):
 
 
 def test_reset_against_nothing_is_one_line(capsys):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     assert main(["gateway", "reset", "--url", f"http://127.0.0.1:{port}"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("chaos: error: gateway admin") and "\n" not in err
@@ -55,8 +53,6 @@ def test_python_m_gateway_runs_and_reset_reaches_it(capsys, monkeypatch):
     import sys
     import time
     import urllib.request
-
-    from tests._support import free_port
 
     port = free_port()
     env = {"CHAOS_GATEWAY_TOKEN": "tok-cli", "PATH": "/usr/bin:/bin"}

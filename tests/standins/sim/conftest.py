@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -18,14 +17,10 @@ from typing import Any
 import psutil
 import pytest
 
+from tests._support import free_port  # noqa: F401 (test_tp imports it from here)
+
 ROOT = Path(__file__).resolve().parents[3]
 ADMIN = "admin-secret"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Sim:
