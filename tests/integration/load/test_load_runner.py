@@ -71,7 +71,8 @@ def test_retries_keep_the_request_id_and_back_off(sse_server, tmp_path):
 
 
 def test_non_retryable_is_rejected(sse_server, tmp_path):
-    policy = {"min_interval_s": 0.5, "max_attempts": 3, "retry_statuses": [503]}
+    # 429 neither retried nor an overload status (busy: back off, which is retried by definition)
+    policy = {"min_interval_s": 0.5, "max_attempts": 3, "retry_statuses": [503], "overload_statuses": [503]}
     res = run_load(sse_server.url + "/http429", out_dir=tmp_path, users=1, duration_s=1.0,
                    classes=SMALL_CLASSES, retry_policy=policy)
     assert res.records and all(r.final and r.outcome == "rejected" and r.status == 429 for r in res.records)
