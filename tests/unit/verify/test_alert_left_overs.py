@@ -6,23 +6,13 @@ from __future__ import annotations
 from chaos.env.monitoring import AlertExpectation
 from chaos.observe.alerts import Firing
 from chaos.verify.alert_watch import AlertMonitor
-
-
-class Clock:
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-    def sleep(self, s: float) -> None:
-        self.t += s
+from tests._support import FakeClock
 
 
 class Prometheus:
     """An alert firing from `since` until `until` (None: for ever), as Prometheus's ALERTS series would say."""
 
-    def __init__(self, clock: Clock, name: str, since: float, until: float | None) -> None:
+    def __init__(self, clock: FakeClock, name: str, since: float, until: float | None) -> None:
         self.clock, self.name, self.since, self.until = clock, name, since, until
         self.asked = 0
 
@@ -35,14 +25,14 @@ class Prometheus:
 EXPECT = AlertExpectation(fire=["Restarted"], clear_within_s=60)
 
 
-def monitor(clock: Clock, prometheus: Prometheus | None) -> AlertMonitor:
+def monitor(clock: FakeClock, prometheus: Prometheus | None) -> AlertMonitor:
     m = AlertMonitor(None, "http://127.0.0.1:9" if prometheus else None, None, clock=clock, sleep=clock.sleep)
     m.prometheus = prometheus  # type: ignore[assignment]
     return m
 
 
 def test_a_held_alert_is_waited_out_until_it_clears() -> None:
-    clock = Clock(1000.0)
+    clock = FakeClock(1000.0)
     m = monitor(clock, Prometheus(clock, "Restarted", since=970.0, until=1025.0))
     assert m.held("restart", EXPECT) == ["Restarted"]
     assert m.wait_out("restart", EXPECT) == []
@@ -50,14 +40,14 @@ def test_a_held_alert_is_waited_out_until_it_clears() -> None:
 
 
 def test_the_wait_is_bounded_by_the_expectations_clear_time() -> None:
-    clock = Clock(1000.0)
+    clock = FakeClock(1000.0)
     m = monitor(clock, Prometheus(clock, "Restarted", since=970.0, until=None))
     assert m.wait_out("restart", EXPECT) == ["Restarted"]  # still held: the verdict then says "not proven", why
     assert 1060.0 <= clock() <= 1063.0
 
 
 def test_nothing_is_waited_for_without_a_held_expected_alert() -> None:
-    clock = Clock(1000.0)
+    clock = FakeClock(1000.0)
     other = Prometheus(clock, "SomethingElse", since=970.0, until=None)
     m = monitor(clock, other)
     assert m.held("restart", EXPECT) == [] and m.wait_out("restart", EXPECT) == [] and clock() == 1000.0
