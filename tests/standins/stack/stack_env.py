@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -117,6 +118,16 @@ def listening_inodes(ports: set[int]) -> set[str]:
             if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) in ports:
                 out.add(f[9])
     return out
+
+
+def kill_stack_processes(marker: str, ports: set[int]) -> None:
+    """SIGKILL what stack_processes finds (SIGCONT first: a frozen one dies too); gone already is fine."""
+    for pid in stack_processes(marker, ports):
+        for sig in (signal.SIGCONT, signal.SIGKILL):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
 
 
 def stack_processes(marker: str, ports: set[int]) -> dict[int, str]:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import urllib.request
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from tests._support import require
 from tests.standins.stack.stack_env import (
     cleanup_cli,
     env_ports,
+    kill_stack_processes,
     listening_inodes,
     proc_state,
     stack_processes,
@@ -123,8 +123,4 @@ def test_sigkilled_docker_run_is_put_right_by_chaos_cleanup(docker_env: tuple[An
             proc.kill()
             proc.wait(10)
         cleanup(env, force=True)
-        for pid in stack_processes(str(tmp_path), env_ports(env)):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_stack_processes(str(tmp_path), env_ports(env))

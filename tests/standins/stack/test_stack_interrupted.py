@@ -23,7 +23,16 @@ from chaos.env import load
 from chaos.faults.ledger import Ledger
 from chaos.shared.toxiproxy import Toxiproxy
 from tests._support import require
-from tests.standins.stack.stack_env import REPO, cleanup_cli, env_ports, proc_state, stack_processes, start_harness, write_env
+from tests.standins.stack.stack_env import (
+    REPO,
+    cleanup_cli,
+    env_ports,
+    kill_stack_processes,
+    proc_state,
+    stack_processes,
+    start_harness,
+    write_env,
+)
 
 
 def _wait_gone(marker: str, ports: set[int], timeout: float = 8.0) -> dict[int, str]:
@@ -52,12 +61,7 @@ def run(tmp_path: Path) -> Iterator[dict[str, Any]]:
         from chaos.faults.ledger import cleanup
 
         cleanup(env, force=True)
-        for pid in stack_processes(ctx["marker"], ctx["ports"]):
-            for sig in (signal.SIGCONT, signal.SIGKILL):
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
+        kill_stack_processes(ctx["marker"], ctx["ports"])
 
 
 def test_sigkill_mid_fault_is_put_right_by_chaos_cleanup(run: dict[str, Any], tmp_path: Path) -> None:

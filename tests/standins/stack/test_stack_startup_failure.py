@@ -4,8 +4,6 @@ replica dying no completion gets through; with one, the gateway serves through t
 found when it is asked to serve on its own."""
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,7 +15,7 @@ import yaml
 
 from chaos.env import load
 from tests._support import require
-from tests.standins.stack.stack_env import REPO, env_ports, stack_processes, write_env
+from tests.standins.stack.stack_env import REPO, env_ports, kill_stack_processes, stack_processes, write_env
 
 ERROR = "RuntimeError: Unsupported CPU attention configuration: head_dim=64 isa=0"
 
@@ -41,11 +39,7 @@ def dying_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[
         from chaos.faults.ledger import cleanup
 
         cleanup(env, force=True)
-        for pid in stack_processes(str(tmp_path), env_ports(env)):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        kill_stack_processes(str(tmp_path), env_ports(env))
 
 
 def test_env_up_names_the_dying_replica_and_its_error_within_60s(dying_env: tuple[Path, tuple[str, ...]],
