@@ -1,6 +1,7 @@
 """`chaos gateway`: run the reference gateway; `chaos gateway reset|state`: talk to its admin API."""
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import urllib.error
@@ -78,7 +79,7 @@ def _admin_call(env_name: str | None, url: str | None, token: str | None, method
             return answer
     except urllib.error.HTTPError as e:
         raise StackError(f"gateway admin {url}{path}: HTTP {e.code}") from None
-    except (urllib.error.URLError, OSError) as e:
+    except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
         raise StackError(f"gateway admin {url}{path}: {getattr(e, 'reason', e)}") from None
 
 

@@ -2,6 +2,7 @@
 and the one result type every probe returns."""
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -54,7 +55,7 @@ def get(url: str, timeout: float, headers: dict[str, str] | None = None) -> Answ
             return Answer(r.status, r.read(BODY_LIMIT))
     except urllib.error.HTTPError as e:
         return Answer(e.code, e.read(4096))
-    except (urllib.error.URLError, OSError, ValueError) as e:
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as e:
         reason = getattr(e, "reason", e)
         return Answer(None, error=f"{type(reason).__name__}: {reason}".replace("\n", " "))
 

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import urllib.error
 import urllib.request
+from http.client import HTTPException
 from typing import Any
 
 from chaos.errors import ChaosError, FaultError
@@ -147,7 +148,7 @@ def _http(step: dict[str, Any]) -> str:
             return f"{step['method']} {step['url']} -> {r.status}"
     except urllib.error.HTTPError as e:
         return f"{step['method']} {step['url']} -> {e.code}"
-    except (urllib.error.URLError, OSError) as e:
+    except (urllib.error.URLError, HTTPException, OSError) as e:
         return f"{step['method']} {step['url']}: not answering ({getattr(e, 'reason', e)}); nothing to undo"
 
 

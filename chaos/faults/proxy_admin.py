@@ -1,6 +1,7 @@
 """A client for the fault proxy's admin API (`/_chaos/rules`); stdlib only, so cleanup needs nothing else."""
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.parse
@@ -48,7 +49,7 @@ class FaultProxyAdmin:
         except urllib.error.HTTPError as e:
             raise FaultProxyError(f"fault proxy {self.name}: {method} {path} -> {e.code} {_reason(e.read())}",
                                   status=e.code) from None
-        except (urllib.error.URLError, OSError) as e:
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
             raise FaultProxyError(f"fault proxy {self.name} ({self.url}) not answering: "
                                   f"{getattr(e, 'reason', e)}") from None
         return json.loads(raw) if raw else None

@@ -4,6 +4,7 @@ The API answers only on its host's loopback. A simulator in a container on anoth
 calls, and their undo, made from inside its container (`via`: chaos.faults.sim_exec says how)."""
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -53,7 +54,7 @@ class SimFault(Fault):
                 raw = r.read()
         except urllib.error.HTTPError as e:
             raise FaultError(f"{method} {self.admin_url}{path} -> {e.code} {e.read()[:200]!r}", fault=self.kind) from None
-        except (urllib.error.URLError, OSError) as e:
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
             raise FaultError(f"simulator admin {self.admin_url} not answering: {getattr(e, 'reason', e)}",
                              fault=self.kind) from None
         return json.loads(raw) if raw else None

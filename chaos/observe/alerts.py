@@ -2,6 +2,7 @@
 reader of Prometheus's alert state (`/api/v1/alerts`, the `ALERTS` series over a range)."""
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import time
@@ -100,7 +101,7 @@ class PrometheusAlerts:
         try:
             with urllib.request.urlopen(f"{self.url}{path}{q}", timeout=self.timeout) as r:
                 body = json.loads(r.read())
-        except (urllib.error.URLError, OSError, ValueError) as e:
+        except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as e:
             raise TargetError(f"prometheus {self.url}{path}: {getattr(e, 'reason', e)}") from None
         if body.get("status") != "success":
             raise TargetError(f"prometheus {self.url}{path}: {body.get('error', body)}")

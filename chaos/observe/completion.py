@@ -1,6 +1,7 @@
 """Completion prober: a tiny real completion every ~300 ms, the truth about health."""
 from __future__ import annotations
 
+import http.client
 import json
 import time
 import urllib.error
@@ -84,7 +85,7 @@ def completion_ok(api: str, model: str, timeout: float = 5.0, api_key: str | Non
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.status == 200 and bool(json.loads(r.read()).get("choices"))
-    except (urllib.error.URLError, OSError, ValueError):
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError):
         return False
 
 

@@ -2,6 +2,7 @@
 release gates and the suites (`admin_call`), and an observer that polls each pool's breaker state."""
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -29,7 +30,7 @@ def admin_call(admin_url: str, method: str, path: str, body: Any = None, *, toke
             data = json.loads(r.read() or b"{}")
     except urllib.error.HTTPError as e:
         raise GatewayAdminError(f"{method} {url} -> {e.code} {e.read()[:200]!r}") from None
-    except (urllib.error.URLError, OSError) as e:
+    except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
         raise GatewayAdminError(f"gateway admin {admin_url} not answering: {getattr(e, 'reason', e)}") from None
     except ValueError as e:
         raise GatewayAdminError(f"{method} {url}: the answer is not JSON ({e})") from None
@@ -82,7 +83,7 @@ def gateway_failures(base_url: str, *, metric: str = "chaos_gateway_requests_tot
     try:
         with urllib.request.urlopen(f"{base_url.rstrip('/')}/metrics", timeout=timeout_s) as r:
             text = r.read().decode("utf-8", "replace")
-    except (urllib.error.URLError, OSError):
+    except (urllib.error.URLError, http.client.HTTPException, OSError):
         return None
     total, found = 0.0, False
     for fam in text_string_to_metric_families(text):

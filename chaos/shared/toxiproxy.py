@@ -8,6 +8,7 @@ once; it sends every request without a timeout, so a dead API hangs the harness;
 stand-in stack (`chaos.stack.toxiproxy`) does not import the harness's fault layer."""
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -47,7 +48,7 @@ class Toxiproxy:
         except urllib.error.HTTPError as e:
             detail = e.read().decode(errors="replace").strip()
             raise ToxiproxyError(f"toxiproxy {self.api}: {method} {path} -> {e.code} {detail}", status=e.code) from None
-        except (urllib.error.URLError, OSError) as e:
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
             reason = getattr(e, "reason", e)
             raise ToxiproxyError(f"toxiproxy {self.api} not answering ({method} {path}): {reason}") from None
         if not raw:

@@ -9,6 +9,7 @@ files, and sends to the Alertmanager, which routes every alert to the harness's 
 """
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import shutil
@@ -192,7 +193,7 @@ class EmbeddedMonitoring:
             try:
                 with urllib.request.urlopen(f"{self.prometheus.url}/api/v1/targets", timeout=2.0) as r:
                     health = [t["health"] for t in json.loads(r.read())["data"]["activeTargets"]]
-            except (urllib.error.URLError, OSError, ValueError, KeyError):
+            except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError, KeyError):
                 health = []
             if len(health) >= want and "unknown" not in health:
                 return
@@ -227,5 +228,5 @@ def http_ok(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2.0) as r:
             return bool(r.status == 200)
-    except (urllib.error.URLError, OSError, ValueError):
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError):
         return False

@@ -1,6 +1,7 @@
 """The Target protocol: a serving replica the harness can start, stop, hurt and inspect."""
 from __future__ import annotations
 
+import http.client
 import time
 import urllib.error
 import urllib.request
@@ -49,7 +50,7 @@ def http_health(host: str, port: int, path: str = "/health", timeout: float = 2.
     try:
         with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=timeout) as r:
             return bool(r.status == 200)
-    except (urllib.error.URLError, OSError, ValueError):
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError):
         return False
 
 

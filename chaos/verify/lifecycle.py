@@ -19,6 +19,7 @@ sum flaps (CI: 5.3 s once, against a recorded 0.5 s). The two parts are bucketed
 """
 from __future__ import annotations
 
+import http.client
 import json
 import signal
 import time
@@ -37,7 +38,7 @@ def _status(url: str, path: str = "/health", timeout: float = 3.0) -> int | str:
             return status
     except urllib.error.HTTPError as e:
         return e.code
-    except (urllib.error.URLError, OSError) as e:
+    except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
         return "timeout" if "timed out" in str(e) else "refused"
 
 
@@ -50,7 +51,7 @@ def _completion(url: str, model: str, timeout: float) -> int | str:
             return status
     except urllib.error.HTTPError as e:
         return e.code
-    except (urllib.error.URLError, OSError) as e:
+    except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
         return "hangs" if "timed out" in str(e) else "refused"
 
 

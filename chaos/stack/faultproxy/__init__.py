@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+import http.client
 import os
 import shutil
 import subprocess
@@ -131,7 +132,7 @@ class FaultProxyServer:
         try:
             with urllib.request.urlopen(f"{self.admin_url}/_chaos/health", timeout=5.0) as r:
                 return bool(r.status == 200)
-        except (urllib.error.URLError, OSError, ValueError):
+        except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError):
             return False
 
     def command(self) -> list[str]:
