@@ -34,6 +34,8 @@ from chaos.observe.completion import first_ok_after
 from chaos.observe.timeline import Timeline
 from chaos.report import allure as rep
 from chaos.report.tables import verdict_table
+from chaos.shared.cpu_watch import CpuUse, starved_of
+from chaos.verify.starved import not_judged, starved_verdict
 from chaos.verify.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -68,6 +70,7 @@ class Run(LoadSteps):
         self.records: list[RequestRecord] = []
         self.observers: list[Any] = []
         self.loads_started = 0
+        self.load_cpu: dict[str, CpuUse | None] = {}
         self.closed = False
         self._exit_error: Exception | None = None  # a revert on the way out that failed: raised at close
         # GPU telemetry in every scenario, every GPU of every target: NVML on this host, else the target
@@ -146,6 +149,12 @@ class Run(LoadSteps):
         (the journal lists them), then all of them asserted. Stage 1 ("the fault really happened")
         and stage 2 ("the system behaved") are separate steps, so a reader sees which half failed."""
         vs = list(verdicts)
+        if starved_of(list(self.load_cpu.values())) is not None:  # its timings measured the host, not the service
+            starved = Verdict("the load generator ran")
+            starved_verdict(starved, self.load_cpu, who="the load generator", check="load_generator_cpu")
+            for v in vs:
+                not_judged(v, "the load generator")
+            vs.insert(0, starved)
         with self.phase(f"verify: {stage}"):
             for v in vs:
                 rep.attach_table(verdict_table(v.rows, title=v.name), name=v.name)

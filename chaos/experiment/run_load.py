@@ -13,6 +13,7 @@ from chaos.experiment.handle import RunHandle
 from chaos.load.records import RequestRecord
 from chaos.observe.completion import CompletionProber
 from chaos.observe.health import HealthProber
+from chaos.shared.cpu_watch import CpuUse
 
 if TYPE_CHECKING:
     from chaos.env import Environment
@@ -34,6 +35,7 @@ class LoadSteps(RunHandle):
     observers: list[Any]
     records: list[RequestRecord]
     loads_started: int
+    load_cpu: dict[str, CpuUse | None]  # each load process's CPU use: a starved generator judges the host
 
     @staticmethod
     def source(kind: str, where: str | None) -> str:
@@ -147,5 +149,6 @@ class LoadSteps(RunHandle):
 
     def _collect(self, result: Any) -> None:
         self.records = result.records
+        self.load_cpu.update(result.generator_cpu())
         for lost in result.lost_workers:  # the run went on without it: say so next to the verdicts
             self.method.publish(ev.Noted, what="load_worker_lost", detail={"worker": lost})

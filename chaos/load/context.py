@@ -18,6 +18,7 @@ from chaos.load.backoff import Backoff
 from chaos.load.config import LoadConfig
 from chaos.load.records import RequestRecord, record_line
 from chaos.load.workloads import ListWorkload, Prompt, make_workload
+from chaos.shared.cpu_watch import own_schedstat
 
 EXHAUSTED = "chaos_workload_exhausted"  # worker -> master: my share of a finite workload is sent
 
@@ -41,6 +42,7 @@ class Context:
         self._file = open(self.path, "a", encoding="utf-8")
         self._flusher = gevent.spawn(self._flush_loop)
         self._t_start: tuple[float, float] | None = None
+        self._sched_start: tuple[float, float] | None = None  # (CPU s, run-queue wait s) when users started
         self._shared = self._told = False
 
     def backoff(self, rng: random.Random) -> Backoff | None:
@@ -93,15 +95,24 @@ class Context:
             # locust annotates `data` as a dict; it sends any msgpack-able value (on_exhausted reads an int)
             runner.send_message(EXHAUSTED, runner.worker_index)  # type: ignore[arg-type]
 
-    def write_meta(self) -> None:
-        """`meta-<host>-<pid>.json`: this process's CPU and wall seconds while users ran.
+    def mark_start(self) -> None:
+        """Users start now: the CPU, wall and run-queue clocks write_meta measures from."""
+        self._t_start = (time.process_time(), time.perf_counter())
+        self._sched_start = own_schedstat()
 
-        A client near 1.0 CPU/wall is saturated: its timestamps then include its own queueing.
+    def write_meta(self) -> None:
+        """`meta-<host>-<pid>.json`: this process's CPU and wall seconds while users ran, and its run-queue
+        wait (seconds runnable but waiting for a CPU; null where the kernel keeps no schedstat).
+
+        A client near 1.0 CPU/wall is saturated: its timestamps then include its own queueing. One that
+        waited far longer than it ran was starved by its host (chaos.shared.cpu_watch).
         """
         if self._t_start is None:
             return
         cpu, wall = time.process_time() - self._t_start[0], time.perf_counter() - self._t_start[1]
-        meta = {"cpu_s": cpu, "wall_s": wall, "pid": os.getpid()}
+        now = own_schedstat()
+        wait = now[1] - self._sched_start[1] if now is not None and self._sched_start is not None else None
+        meta = {"cpu_s": cpu, "wall_s": wall, "wait_s": wait, "pid": os.getpid()}
         (self.path.parent / self.path.name.replace("records-", "meta-").replace(".jsonl", ".json")).write_text(
             json.dumps(meta), encoding="utf-8")
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import gc
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +134,7 @@ def _quiet_gc() -> None:
 def _on_start(environment: Environment, **_kw: Any) -> None:
     if _ctx is not None and _ctx._t_start is None:
         _quiet_gc()
-        _ctx._t_start = (time.process_time(), time.perf_counter())
+        _ctx.mark_start()
 
 
 @events.test_stop.add_listener  # type: ignore[untyped-decorator]  # untyped in locust

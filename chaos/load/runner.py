@@ -22,6 +22,7 @@ from chaos.load.config import ENV_CONFIG, LoadConfig
 from chaos.load.placement import RecordStream, job_line, worker_placement
 from chaos.load.records import RequestRecord
 from chaos.shared import proc as _proc
+from chaos.shared.cpu_watch import CpuUse
 from chaos.shared.proc import free_port
 
 if TYPE_CHECKING:
@@ -50,6 +51,11 @@ class LoadResult:
         """Highest CPU/wall share of one load process (near 1.0: saturated, timings inflated)."""
         shares = [m["cpu_s"] / m["wall_s"] for m in self.client_cpu if m.get("wall_s")]
         return max(shares) if shares else None
+
+    def generator_cpu(self) -> dict[str, CpuUse | None]:
+        """Each load process's CPU use while its users ran (None: it could not read its run-queue wait)."""
+        return {f"load process {m.get('pid', i)}": CpuUse(float(m["cpu_s"]), float(m["wait_s"]), float(m["wall_s"]))
+                if m.get("wait_s") is not None else None for i, m in enumerate(self.client_cpu)}
 
     @property
     def final(self) -> list[RequestRecord]:

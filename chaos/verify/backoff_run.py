@@ -8,6 +8,10 @@ With the retry phase, as many fixed-wait copies of the harness's own (chaos.veri
 too, on slots q0, q1, ...: their spread is the scheduler noise the jitter rule must see the clients' spread exceed.
 A callable gets the base URL of its slot and makes one logical request. A command template gets
 `{base_url}` replaced by that URL and runs under /bin/sh in its own process group.
+
+Each client copy is watched for CPU (chaos.shared.cpu_watch): a copy the host starved (it waited
+for a CPU far longer than it ran) makes the verdict "not proven: the host starved the client", never
+a pass or a FAIL, and a starved command is stopped once that is plain rather than waited on.
 """
 from __future__ import annotations
 
@@ -19,10 +23,12 @@ from typing import Any
 
 from chaos.env.model import RetryPolicy
 from chaos.errors import ConfigError
+from chaos.shared.cpu_watch import CpuUse, CpuWatch
 from chaos.shared.proc import kill_group_now
 from chaos.verify import backoff_noise as noise
 from chaos.verify.backoff import ClientRun, judge
 from chaos.verify.recorder import RETRYABLE_FAILURES, Arrival, Recorder
+from chaos.verify.starved import starved_verdict
 from chaos.verify.verdict import Verdict
 
 ClientFn = Callable[[str], Any]
@@ -60,8 +66,9 @@ def check_backoff(client: ClientFn | str, policy: RetryPolicy, *, failure: str =
             for i in range(copies):
                 rec.configure("503", fail_first, slot=f"{noise.PREFIX}{i}")
             probe = noise.NoiseProbe(rec, policy.min_interval_s, copies, processes=isinstance(client, str)).start()
+        cpu: dict[str, CpuUse | None] = {}
         try:
-            runs = _run_all(client, rec, slots, limit, probe.halt if probe is not None else _nothing)
+            runs = _run_all(client, rec, slots, limit, probe.halt if probe is not None else _nothing, cpu)
         finally:
             if probe is not None:
                 probe.stop()
@@ -69,6 +76,7 @@ def check_backoff(client: ClientFn | str, policy: RetryPolicy, *, failure: str =
     grouped: dict[str, Sequence[Arrival]] = {p: [a for a in arrivals if a.slot.startswith(_PREFIX[p])] for p in phases}
     grouped["noise"] = [a for a in arrivals if a.slot.startswith(noise.PREFIX)]
     v = judge(grouped, policy, runs=runs, **judge_kw)
+    starved_verdict(v, cpu)
     v.data["scenario"] = {"failure": failure, "fail_first": fail_first, "retry_after": retry_after,
                           "clients": clients, "client": client if isinstance(client, str) else repr(client)}
     return v
@@ -79,25 +87,31 @@ def _nothing() -> None:
 
 
 def _run_all(client: ClientFn | str, rec: Recorder, slots: list[str], limit: float,
-             retry_over: Callable[[], None]) -> list[ClientRun]:
-    """Run every slot; retry_over() is called once every retry-phase copy ("r" slots) has finished."""
+             retry_over: Callable[[], None], cpu: dict[str, CpuUse | None]) -> list[ClientRun]:
+    """Run every slot; retry_over() is called once every retry-phase copy ("r" slots) has finished.
+    cpu gets each slot's CPU use (None where this kernel keeps no schedstat)."""
     if isinstance(client, str):
-        return _run_commands(client, rec, slots, limit, retry_over)
-    return _run_callables(client, rec, slots, limit, retry_over)
+        return _run_commands(client, rec, slots, limit, retry_over, cpu)
+    return _run_callables(client, rec, slots, limit, retry_over, cpu)
 
 
 def _run_callables(fn: ClientFn, rec: Recorder, slots: list[str], limit: float,
-                   retry_over: Callable[[], None]) -> list[ClientRun]:
+                   retry_over: Callable[[], None], cpu: dict[str, CpuUse | None]) -> list[ClientRun]:
     done: dict[str, tuple[float, str]] = {}
     t0 = time.perf_counter()
+    watch = CpuWatch.of_threads()
+    tids: dict[str, int] = {}
 
     def body(slot: str) -> None:
+        tids[slot] = threading.get_native_id()
+        watch.watch(tids[slot])
         out = ""
         try:
             fn(rec.slot_url(slot))
         except Exception as e:  # a client may give up by raising; that is its business
             out = f"{type(e).__name__}: {e}"[:300]
         done[slot] = (time.perf_counter() - t0, out)
+        watch.done(tids[slot])
         if all(s in done for s in slots if s.startswith(_PREFIX["retry"])):
             retry_over()
 
@@ -108,31 +122,47 @@ def _run_callables(fn: ClientFn, rec: Recorder, slots: list[str], limit: float,
         t.join(max(0.0, limit - (time.perf_counter() - t0)))
     end = time.perf_counter() - t0
     retry_over()
+    watch.stop()
+    cpu.update({s: watch.use(tids[s]) for s in slots if s in tids})
     return [ClientRun(s, s in done, done.get(s, (end, ""))[0], None, done.get(s, (0, ""))[1]) for s in slots]
 
 
 def _run_commands(template: str, rec: Recorder, slots: list[str], limit: float,
-                  retry_over: Callable[[], None]) -> list[ClientRun]:
+                  retry_over: Callable[[], None], cpu: dict[str, CpuUse | None]) -> list[ClientRun]:
     t0 = time.perf_counter()
     procs: dict[str, subprocess.Popen[bytes]] = {}
-    for s in slots:
-        cmd = template.replace("{base_url}", rec.slot_url(s))
-        procs[s] = subprocess.Popen(["/bin/sh", "-c", cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
-    runs: list[ClientRun] = []
-    for s, p in procs.items():  # the "r" slots come first
-        if not s.startswith(_PREFIX["retry"]):
-            retry_over()
-        remaining = max(0.0, limit - (time.perf_counter() - t0))
-        try:
-            out, _ = p.communicate(timeout=remaining)
-            runs.append(ClientRun(s, True, time.perf_counter() - t0, p.returncode, _tail(out)))
-        except subprocess.TimeoutExpired:
-            kill_group_now(p.pid)  # the session we created for this command only
-            out, _ = p.communicate()
-            runs.append(ClientRun(s, False, time.perf_counter() - t0, p.returncode, _tail(out)))
+    starved = threading.Event()
+    with CpuWatch(on_starved=lambda _pid, _use: starved.set()) as watch:
+        for s in slots:
+            cmd = template.replace("{base_url}", rec.slot_url(s))
+            procs[s] = subprocess.Popen(["/bin/sh", "-c", cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+            watch.watch(procs[s].pid)
+        runs: list[ClientRun] = []
+        for s, p in procs.items():  # the "r" slots come first
+            if not s.startswith(_PREFIX["retry"]):
+                retry_over()
+            runs.append(_wait(s, p, t0, t0 + limit, starved, watch))
+            cpu[s] = watch.done(p.pid)
     retry_over()
     return runs
+
+
+def _wait(slot: str, p: subprocess.Popen[bytes], t0: float, deadline: float, starved: threading.Event,
+          watch: CpuWatch) -> ClientRun:
+    """Wait for one copy until the time limit, or less once a copy is plainly starved (no hang on a
+    client that cannot run: the verdict will be not proven whatever it did)."""
+    while True:
+        try:
+            out, _ = p.communicate(timeout=max(0.0, min(0.5, deadline - time.perf_counter())))
+            return ClientRun(slot, True, time.perf_counter() - t0, p.returncode, _tail(out))
+        except subprocess.TimeoutExpired:
+            if time.perf_counter() < deadline and not starved.is_set():
+                continue
+        watch.done(p.pid)  # its last figures before its group is gone
+        kill_group_now(p.pid)  # the session we created for this command only
+        out, _ = p.communicate()
+        return ClientRun(slot, False, time.perf_counter() - t0, p.returncode, _tail(out))
 
 
 def _tail(out: bytes | None) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from chaos.shared.cpu_watch import CpuUse, CpuWatch
 from chaos.shared.proc import kill_group_now
 
 STREAM_ENV = "CHAOS_STREAM"  # set to 1 for a client command: stream, print the text shown, exit 0 iff whole
@@ -51,23 +52,35 @@ class CommandRun:
     t0: float
     t1: float
     timed_out: bool = False
+    cpu: CpuUse | None = None  # its CPU time and run-queue wait (None: this kernel keeps no schedstat)
 
 
 def run_command(template: str, base_url: str, *, timeout_s: float) -> CommandRun:
-    """Run with CHAOS_STREAM=1; on overrun the whole process group is killed (the shell's children too)."""
+    """Run with CHAOS_STREAM=1, watched for CPU; on overrun, or once the host plainly starves it (no
+    wait on a client that cannot run), the whole process group is killed (the shell's children too)."""
     cmd = template.replace("{base_url}", shlex.quote(base_url))
     t0 = time.time()
     p = subprocess.Popen(["/bin/sh", "-c", cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env={**os.environ, STREAM_ENV: "1"}, start_new_session=True)
-    try:
-        out, err = p.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        kill_group_now(p.pid)  # its own session: nothing else is in the group
-        out, err = p.communicate()
-        return CommandRun(_strip(out or ""), False, f"no exit within {timeout_s:.1f} s", t0, time.time(), True)
+    starved: list[CpuUse] = []
+    with CpuWatch(on_starved=lambda _pid, use: starved.append(use)) as watch:
+        watch.watch(p.pid)
+        while True:
+            try:
+                out, err = p.communicate(timeout=max(0.0, min(0.5, t0 + timeout_s - time.time())))
+                break
+            except subprocess.TimeoutExpired:
+                if time.time() < t0 + timeout_s and not starved:
+                    continue
+            use = watch.done(p.pid)
+            kill_group_now(p.pid)  # its own session: nothing else is in the group
+            out, err = p.communicate()
+            why = use.why() if starved and use is not None else f"no exit within {timeout_s:.1f} s"
+            return CommandRun(_strip(out or ""), False, why, t0, time.time(), not starved, use)
+        use = watch.done(p.pid)
     ok = p.returncode == 0
     last = (err.strip().splitlines() or [""])[-1][:200]
-    return CommandRun(_strip(out), ok, None if ok else last, t0, time.time())
+    return CommandRun(_strip(out), ok, None if ok else last, t0, time.time(), cpu=use)
 
 
 def _strip(out: str) -> str:

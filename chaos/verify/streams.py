@@ -18,7 +18,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos.shared.cpu_watch import CpuUse
 from chaos.verify.client_cmd import STREAM_ENV, ClientLimit, run_command, what_it_did
+from chaos.verify.starved import starved_verdict
 from chaos.verify.verdict import Verdict
 
 __all__ = ["STREAM_ENV", "ClientLimit", "ClientAnswer", "Attempts", "attempts_for", "client_verdict",
@@ -40,6 +42,7 @@ class ClientAnswer:
     window: tuple[float, float] = (0.0, 0.0)
     order: str | None = None  # how its stream order was judged ("proven", "not proven: ..."); None: not told
     timed_out: bool = False   # a command killed at its limit
+    cpu: CpuUse | None = None  # a command's CPU time and run-queue wait (a starved one judges the host)
 
 
 @dataclass
@@ -117,6 +120,8 @@ def client_verdict(name: str, answers: Sequence[ClientAnswer], attempts: Sequenc
     v.add("no_retry_of_started_stream", 0, retried, (retried == 0) if seen else None,
           f"{seen} attempts reached the replicas for {len(answers)} requests" if seen
           else "no replica-side log: retries cannot be judged")
+    if any(a.cpu is not None for a in answers):
+        starved_verdict(v, {f"run {i + 1}": a.cpu for i, a in enumerate(answers)})
     return v
 
 
@@ -159,7 +164,7 @@ def gateway_verdict(errors_before: float | None, errors_after: float | None, hit
 def run_client_command(name: str, template: str, base_url: str, *, timeout_s: float) -> ClientAnswer:
     """Run a client command once with CHAOS_STREAM=1: stdout is what it showed, exit 0 means a whole answer."""
     r = run_command(template, base_url, timeout_s=timeout_s)
-    return ClientAnswer(name, r.ok, r.shown, error=r.error, window=(r.t0, r.t1), timed_out=r.timed_out)
+    return ClientAnswer(name, r.ok, r.shown, error=r.error, window=(r.t0, r.t1), timed_out=r.timed_out, cpu=r.cpu)
 
 
 def steady_run(name: str, template: str, base_url: str, deadline_s: float, truth: ClientAnswer, *,
@@ -176,4 +181,5 @@ def steady_verdict(name: str, ran: ClientAnswer, truth: str) -> Verdict:
     whole = ran.ok and ran.shown == truth
     v.add("fault_free_answer", "the truth, whole", "whole" if whole else ran.error or f"shown {ran.shown!r}", whole,
           f"{ran.window[1] - ran.window[0]:.1f} s, the measure of its limit")
+    starved_verdict(v, {"fault-free run": ran.cpu})
     return v

@@ -34,7 +34,8 @@ def test_poll_returns_as_soon_as_it_holds_or_false_at_the_timeout(tmp_path):
 def test_stop_load_collects_once_and_keeps_the_records(tmp_path):
     sc, _ = _scenario(tmp_path)
     stopped = []
-    sc.load = SimpleNamespace(stop=lambda: stopped.append(1) or SimpleNamespace(records=["r1", "r2"], lost_workers=[]))
+    result = SimpleNamespace(records=["r1", "r2"], lost_workers=[], generator_cpu=dict)
+    sc.load = SimpleNamespace(stop=lambda: stopped.append(1) or result)
     assert sc.stop_load() == ["r1", "r2"] and sc.records == ["r1", "r2"] and sc.load is None
     assert sc.stop_load() == ["r1", "r2"] and stopped == [1]
 
