@@ -6,7 +6,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import subprocess
@@ -118,6 +118,27 @@ def kill_group_now(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def communicate_until(p: subprocess.Popen[Any], timeout_s: float, give_up: Callable[[], bool],
+                      before_kill: Callable[[], object] = lambda: None) -> tuple[Any, Any, bool]:
+    """(stdout, stderr, exited): p.communicate() until p exits, or until `timeout_s` passes or `give_up()`
+    holds (asked twice a second); then `before_kill()`, p's process group (a command started in a session
+    of its own) is killed at once and what it printed is collected, with exited False."""
+    import subprocess
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            out, err = p.communicate(timeout=max(0.0, min(0.5, deadline - time.monotonic())))
+            return out, err, True
+        except subprocess.TimeoutExpired:
+            if time.monotonic() < deadline and not give_up():
+                continue
+        before_kill()
+        kill_group_now(p.pid)
+        out, err = p.communicate()
+        return out, err, False
 
 
 def terminate(proc: subprocess.Popen[bytes] | None, timeout: float = 5.0) -> None:

@@ -19,12 +19,13 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from chaos.env.model import RetryPolicy
 from chaos.errors import ConfigError
 from chaos.shared.cpu_watch import CpuUse, CpuWatch
-from chaos.shared.proc import kill_group_now
+from chaos.shared.proc import communicate_until
 from chaos.verify import backoff_noise as noise
 from chaos.verify.backoff import ClientRun, judge
 from chaos.verify.recorder import RETRYABLE_FAILURES, Arrival, Recorder
@@ -142,27 +143,13 @@ def _run_commands(template: str, rec: Recorder, slots: list[str], limit: float,
         for s, p in procs.items():  # the "r" slots come first
             if not s.startswith(_PREFIX["retry"]):
                 retry_over()
-            runs.append(_wait(s, p, t0, t0 + limit, starved, watch))
+            # no wait to the limit on a client that cannot run: the verdict is not proven whatever it did
+            out, _, exited = communicate_until(p, t0 + limit - time.perf_counter(), starved.is_set,
+                                               before_kill=partial(watch.done, p.pid))  # its last figures
+            runs.append(ClientRun(s, exited, time.perf_counter() - t0, p.returncode, _tail(out)))
             cpu[s] = watch.done(p.pid)
     retry_over()
     return runs
-
-
-def _wait(slot: str, p: subprocess.Popen[bytes], t0: float, deadline: float, starved: threading.Event,
-          watch: CpuWatch) -> ClientRun:
-    """Wait for one copy until the time limit, or less once a copy is plainly starved (no hang on a
-    client that cannot run: the verdict will be not proven whatever it did)."""
-    while True:
-        try:
-            out, _ = p.communicate(timeout=max(0.0, min(0.5, deadline - time.perf_counter())))
-            return ClientRun(slot, True, time.perf_counter() - t0, p.returncode, _tail(out))
-        except subprocess.TimeoutExpired:
-            if time.perf_counter() < deadline and not starved.is_set():
-                continue
-        watch.done(p.pid)  # its last figures before its group is gone
-        kill_group_now(p.pid)  # the session we created for this command only
-        out, _ = p.communicate()
-        return ClientRun(slot, False, time.perf_counter() - t0, p.returncode, _tail(out))
 
 
 def _tail(out: bytes | None) -> str:

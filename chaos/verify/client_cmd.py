@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos.shared.cpu_watch import CpuUse, CpuWatch
-from chaos.shared.proc import kill_group_now
+from chaos.shared.proc import communicate_until
 
 STREAM_ENV = "CHAOS_STREAM"  # set to 1 for a client command: stream, print the text shown, exit 0 iff whole
 HEADROOM = 2.0  # the steady run is one sample on a machine whose load moves: the limit allows twice it
@@ -65,19 +65,12 @@ def run_command(template: str, base_url: str, *, timeout_s: float) -> CommandRun
     starved: list[CpuUse] = []
     with CpuWatch(on_starved=lambda _pid, use: starved.append(use)) as watch:
         watch.watch(p.pid)
-        while True:
-            try:
-                out, err = p.communicate(timeout=max(0.0, min(0.5, t0 + timeout_s - time.time())))
-                break
-            except subprocess.TimeoutExpired:
-                if time.time() < t0 + timeout_s and not starved:
-                    continue
-            use = watch.done(p.pid)
-            kill_group_now(p.pid)  # its own session: nothing else is in the group
-            out, err = p.communicate()
-            why = use.why() if starved and use is not None else f"no exit within {timeout_s:.1f} s"
-            return CommandRun(_strip(out or ""), False, why, t0, time.time(), not starved, use)
+        out, err, exited = communicate_until(p, timeout_s, lambda: bool(starved),
+                                             before_kill=lambda: watch.done(p.pid))  # its last figures
         use = watch.done(p.pid)
+    if not exited:
+        why = use.why() if starved and use is not None else f"no exit within {timeout_s:.1f} s"
+        return CommandRun(_strip(out or ""), False, why, t0, time.time(), not starved, use)
     ok = p.returncode == 0
     last = (err.strip().splitlines() or [""])[-1][:200]
     return CommandRun(_strip(out), ok, None if ok else last, t0, time.time(), cpu=use)
