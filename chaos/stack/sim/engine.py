@@ -124,6 +124,10 @@ class Engine:
         self.hung = on
         self._wake.set()
 
+    def set_decode_stall(self, on: bool) -> None:
+        self.sched.decode_stalled = on
+        self._wake.set()
+
     # -- loop -------------------------------------------------------------------------------
     async def run(self) -> None:
         try:
@@ -141,7 +145,11 @@ class Engine:
         plan = self.sched.schedule(wall)
         if not plan.items:  # everything running is paused by a stall fault
             self._deadline = 0.0
-            await asyncio.sleep(0.005)
+            if self.sched.decode_stalled:  # nothing to do until a new request or the revert wakes us
+                self._wake.clear()
+                await self._wake.wait()
+            else:
+                await asyncio.sleep(0.005)
             return
         dt = self.profile.step_time(plan.prefill_tokens, plan.decode_seqs, plan.decode_ctx,
                                     plan.prefill_attn) * self.time_scale

@@ -10,6 +10,7 @@ Revert: `DELETE /admin/faults/MODE` or `{"mode": MODE, "revert": true}`.
 | engine-death | after (0 s) | "EngineCore encountered a fatal error." -> in-flight fail, /health 503, exit 0 |
 | oom | after (0 s) | CUDA out-of-memory log, then the engine-death path |
 | hang | after (0 s) | engine stops stepping; /health stays 200; requests hang; revert resumes |
+| decode-stall | after (0 s) | the loop and /health live and prefill runs (a request gets its first token), but no decode step is scheduled: running requests stay running, `vllm:generation_tokens_total` grows only by new requests' first tokens; revert resumes |
 | error-rate | fraction (1.0), status (500), spread (1) | that fraction of new requests fail at once with status; spread=1 spaces the failures evenly (every 1/fraction-th request), spread=0 draws each at random |
 | oom-error | fraction (1.0), spread (1) | that fraction of requests fail with 500 and torch's "CUDA out of memory" message; the engine lives on (vLLM with VLLM_KEEP_ALIVE_ON_ENGINE_DEATH=1 answers its OOM that way) |
 | slow | factor (2.0) | step time x factor (an `instant` step counts as 1 ms x time-scale) |
@@ -38,6 +39,7 @@ SPECS: dict[str, dict[str, tuple[type, float, float, float]]] = {
     "engine-death": {"after": (_F, 0.0, 0.0, 86400.0)},
     "oom": {"after": (_F, 0.0, 0.0, 86400.0)},
     "hang": {"after": (_F, 0.0, 0.0, 86400.0)},
+    "decode-stall": {"after": (_F, 0.0, 0.0, 86400.0)},
     "error-rate": {"fraction": (_F, 1.0, 0.0, 1.0), "status": (_I, 500, 400, 599), "spread": (_I, 1, 0, 1)},
     "oom-error": {"fraction": (_F, 1.0, 0.0, 1.0), "spread": (_I, 1, 0, 1)},
     "slow": {"factor": (_F, 2.0, 0.001, 1e6)},

@@ -6,6 +6,9 @@ requests while there is room under `max_num_seqs` and the per-step token budget
 longest cached prefix (whole blocks, never the last prompt token). When a running request
 needs a block and none is free, the LAST running request is preempted by RECOMPUTE: its blocks
 are freed, its progress reset, and it goes back to the front of the queue.
+
+`decode_stalled` (the `decode-stall` fault) skips every running request that has its first token:
+prefill and admission go on, decode never comes (vLLM issue 45094's deadlock, seen from outside).
 """
 from __future__ import annotations
 
@@ -92,6 +95,7 @@ class Scheduler:
         self.num_preemptions = 0
         self.prefix_queries = 0
         self.prefix_hits = 0
+        self.decode_stalled = False
 
     def add(self, req: Request) -> None:
         self.waiting.append(req)
@@ -108,7 +112,7 @@ class Scheduler:
         i = 0
         while i < len(running) and budget > 0:
             req = running[i]
-            if req.paused_until > now:
+            if req.paused_until > now or (self.decode_stalled and req.num_output > 0):
                 i += 1
                 continue
             n = min(len(req.tokens) - req.num_computed, budget)

@@ -163,6 +163,7 @@ class SimServer:
         self.faults.set(mode, params)
         log.warning("fault injected: %s %s", mode, params)
         actions: dict[str, Callable[[], object]] = {"crash": self.crash, "hang": lambda: self.engine.set_hang(True),
+                   "decode-stall": lambda: self.engine.set_decode_stall(True),
                    "engine-death": lambda: self.engine.die(["EngineCore encountered a fatal error."]),
                    "oom": lambda: self.engine.die([OOM_LINE, "EngineCore encountered a fatal error."])}
         action = actions.get(mode)
@@ -185,6 +186,8 @@ class SimServer:
             t.cancel()
         if mode == "hang":
             self.engine.set_hang(False)
+        elif mode == "decode-stall":
+            self.engine.set_decode_stall(False)
         elif mode == "leak":
             self._leaked.clear()
         log.warning("fault reverted: %s", mode)

@@ -144,6 +144,43 @@ def test_hang_keeps_health_200_and_resumes(sim: Sim) -> None:
     assert out.get("st") == 200
 
 
+def _gauge(sim: Sim, name: str) -> float:
+    text = sim.request("GET", "/metrics")[1].decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
+
+
+def test_decode_stall_first_token_then_nothing_health_200_and_revert_resumes(sim: Sim) -> None:
+    assert sim.admin("POST", body={"mode": "decode-stall"})[0] == 200
+    body = json.dumps({"prompt": "fault", "max_tokens": 6, "stream": True, "ignore_eos": True}).encode()
+    with socket.create_connection(("127.0.0.1", sim.port), timeout=5) as c:
+        c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        data = b""
+        while data.count(b"data: {") < 1:
+            data += c.recv(65536)
+        generated = _gauge(sim, "vllm:generation_tokens_total")
+        time.sleep(0.5)  # dozens of decode steps' worth on the default profile
+        extra = b""
+        c.settimeout(0.05)
+        try:
+            extra = c.recv(65536)
+        except TimeoutError:
+            pass
+        assert extra == b"" and data.count(b"data: {") == 1, "a token was decoded under decode-stall"
+        assert sim.request("GET", "/health")[0] == 200
+        assert _gauge(sim, "vllm:num_requests_running") == 1
+        assert _gauge(sim, "vllm:generation_tokens_total") == generated >= 1
+        sim.admin("DELETE", "/admin/faults/decode-stall")
+        c.settimeout(5)
+        data += extra
+        while not data.endswith(b"\r\n0\r\n\r\n"):
+            chunk = c.recv(65536)
+            assert chunk, "the stream ended without its terminal chunk after the revert"
+            data += chunk
+    assert data.count(b"data: {") >= 6 and b"data: [DONE]" in data
+    assert _gauge(sim, "vllm:num_requests_running") == 0
+
+
 @pytest.mark.parametrize("mode,marker", [
     ("engine-death", "EngineCore encountered a fatal error."),
     ("oom", "CUDA out of memory"),

@@ -134,3 +134,19 @@ def test_a100_profile_reproduces_seed_table() -> None:
                             output_tokens=calibration_lengths(), warmup=8)
     assert abs(short.tok_s / 2800 - 1) < 0.15 and short.p99() < 0.35
     assert abs(long_.tok_s / 420 - 1) < 0.15 and abs(long_.p99() / 1.8 - 1) < 0.15
+
+
+def test_decode_stall_runs_prefill_but_no_decode_and_revert_resumes() -> None:
+    s = Scheduler(BlockPool(1000, 16), max_num_seqs=4, max_num_batched_tokens=64)
+    s.decode_stalled = True
+    a, b = _req("a", 100, max_tokens=8), _req("b", 10, max_tokens=8)
+    s.add(a)
+    s.add(b)
+    for _ in range(10):
+        s.update(s.schedule())
+    # both prefilled (the long one in chunks) and got their first token, then nothing more
+    assert (a.num_output, b.num_output) == (1, 1)
+    assert s.running == [a, b] and not s.schedule().items
+    s.decode_stalled = False
+    _drain(s)
+    assert (a.num_output, b.num_output) == (8, 8) and not s.running
