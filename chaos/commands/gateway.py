@@ -50,10 +50,11 @@ def settings_from(env: Environment | None, *, listen: str | None = None, stable:
     if env is not None and "leak_hour_s" not in extra:
         extra["leak_hour_s"] = 3600.0 * env.time_scale  # the leak rule's hour is compressed with the env
     if gw is not None:
-        extra.update(eject_after=gw.reference.eject_after, eject_s=gw.reference.eject_s)
+        extra.update(eject_after=gw.reference.eject_after, eject_s=gw.reference.eject_s,
+                     progress_eject_s=gw.reference.progress_eject_s)
     if env is not None:
         extra["overload_statuses"] = frozenset(env.retry.overload_statuses)
-    extra.update({k: overrides[k] for k in ("eject_after", "eject_s") if overrides.get(k) is not None})
+    extra.update({k: overrides[k] for k in ("eject_after", "eject_s", "progress_eject_s") if overrides.get(k) is not None})
     return GatewaySettings(
         replicas=replicas, policy=policy, listen=listen or (gw.listen if gw else "127.0.0.1:18100"),
         admin_token=admin_token or (gw.admin_token if gw else None),
@@ -102,6 +103,8 @@ def gateway(
     eject_after: int | None = typer.Option(None, min=0, help="failed attempts in a row that take a replica out of "
                                                             "rotation (0: never)"),
     eject_s: float | None = typer.Option(None, min=0.001, help="how long a replica taken out stays out"),
+    progress_eject_s: float | None = typer.Option(None, min=0.0, help="seconds a replica may hold running requests "
+                                                                     "while decoding nothing before it is taken out (0: never)"),
     log_level: str = typer.Option("INFO"),
 ) -> None:
     """Run the gateway from an environment (--env) or from explicit --stable/--canary URLs."""
@@ -114,7 +117,7 @@ def gateway(
                              canary_weight=canary_weight, window_s=window_s, min_calls=min_calls,
                              open_wait_s=open_wait_s, hmac_key_env=hmac_key_env, normalize_unicode=normalize,
                              leak_hour_s=leak_hour_s, scrape_interval_s=scrape_interval_s, eject_after=eject_after,
-                             eject_s=eject_s)
+                             eject_s=eject_s, progress_eject_s=progress_eject_s)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     run(settings)
 

@@ -259,11 +259,14 @@ class LitellmGateway(_Strict):
 
 
 class ReferenceGateway(_Strict):
-    """The reference gateway's passive outlier ejection (chaos.stack.gateway.ejection): off by default."""
+    """The reference gateway's outlier ejection (chaos.stack.gateway.ejection, .progress): off by default."""
 
     eject_after: int = Field(0, ge=0, description="failed attempts in a row (no answer, 5xx, 429, a broken stream) "
                                                   "that take a replica out of its pool's rotation (0: never)")
     eject_s: float = Field(10.0, gt=0, description="how long it stays out; then one request tries it again")
+    progress_eject_s: float = Field(0.0, ge=0, description="seconds a replica may hold running requests while "
+                                    "decoding nothing (its own vllm:* counters) before it is taken out for eject_s, "
+                                    "and an embedded stack restarts it (0: never; /health alone cannot see a stall)")
 
 
 class GatewayConfig(_Strict):

@@ -34,6 +34,8 @@ def parse(argv: list[str]) -> tuple[GatewaySettings, str]:
     p.add_argument("--eject-after", type=int, default=0, help="failed attempts in a row that take a replica out of "
                    "rotation (0: never)")
     p.add_argument("--eject-s", type=float, default=10.0, help="how long a replica taken out stays out")
+    p.add_argument("--progress-eject-s", type=float, default=0.0, help="seconds a replica may hold running requests "
+                   "while decoding nothing before it is taken out of rotation (0: never)")
     p.add_argument("--log-level", default="INFO")
     a = p.parse_args(argv)
     rules = replace(DefaultRules(), **{k: getattr(a, k) for k in (
@@ -42,12 +44,15 @@ def parse(argv: list[str]) -> tuple[GatewaySettings, str]:
     replicas = [parse_replica(s, "stable", i) for i, s in enumerate(a.stable, 1)]
     replicas += [parse_replica(s, "canary", i) for i, s in enumerate(a.canary, 1)]
     extra = {k: getattr(a, k) for k in ("leak_hour_s", "scrape_interval_s") if getattr(a, k)}
+    if a.progress_eject_s < 0:
+        raise ConfigError(f"--progress-eject-s {a.progress_eject_s}: expected seconds >= 0 (0: off)")
     if a.eject_after < 0 or a.eject_s <= 0:
         raise ConfigError(f"--eject-after {a.eject_after} / --eject-s {a.eject_s}: expected a count >= 0 and "
                           "seconds > 0")
     return GatewaySettings(replicas=replicas, policy=rules, listen=a.listen, admin_token=a.admin_token,
                            hmac_key=key_from_env(rules.hmac_key_env) if rules.hmac_key_env else None,
-                           eject_after=a.eject_after, eject_s=a.eject_s, **extra), a.log_level
+                           eject_after=a.eject_after, eject_s=a.eject_s, progress_eject_s=a.progress_eject_s,
+                           **extra), a.log_level
 
 
 def main(argv: list[str] | None = None) -> int:

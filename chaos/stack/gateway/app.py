@@ -16,6 +16,7 @@ from chaos.stack.gateway.admin import Admin, GatewayMetrics
 from chaos.stack.gateway.defects import planted_from_env
 from chaos.stack.gateway.ejection import Ejection
 from chaos.stack.gateway.policy import GatewayPolicy
+from chaos.stack.gateway.progress import ProgressWatch, parse_progress
 from chaos.stack.gateway.proxy import Proxy, Replica
 from chaos.stack.gateway.rules import OVERLOAD_STATUSES, BreakerRules
 
@@ -23,6 +24,7 @@ log = logging.getLogger("chaos.gateway")
 SETTINGS = web.AppKey("settings", object)
 POLICY = web.AppKey("policy", GatewayPolicy)
 PROXY = web.AppKey("proxy", Proxy)
+PROGRESS = web.AppKey("progress", ProgressWatch)
 METRICS = web.AppKey("metrics", GatewayMetrics)
 _RSS = rb"process_resident_memory_bytes"
 _STARTED = rb"process_start_time_seconds"
@@ -44,6 +46,7 @@ class GatewaySettings:
     read_timeout_s: float = 600.0
     eject_after: int = 0  # failed attempts in a row that take a replica out of rotation (0: never)
     eject_s: float = 10.0  # for this long (chaos.stack.gateway.ejection)
+    progress_eject_s: float = 0.0  # running requests and no decode for this long ejects it (0: never; .progress)
     # what the team's policy calls "busy: back off" (retry.overload_statuses): the breaker counts each as a failure
     overload_statuses: frozenset[int] = OVERLOAD_STATUSES
 
@@ -112,6 +115,23 @@ async def _background(app: web.Application) -> None:
         await asyncio.sleep(settings.scrape_every_s)
 
 
+async def _watch_progress(app: web.Application) -> None:
+    """Every few tenths of a second: each replica's decode counters, for progress ejection."""
+    settings: GatewaySettings = app[SETTINGS]  # type: ignore[assignment]
+    watch, session = app[PROGRESS], app[PROXY].session
+    assert session is not None
+    timeout = aiohttp.ClientTimeout(total=watch.every_s)
+    while True:
+        for r in settings.replicas:
+            try:
+                async with session.get(r.url + "/metrics", timeout=timeout) as resp:
+                    page = await resp.read() if resp.status == 200 else b""
+            except (TimeoutError, aiohttp.ClientError):
+                page = b""
+            watch.observe(r.name, parse_progress(page))
+        await asyncio.sleep(watch.every_s)
+
+
 def build_app(settings: GatewaySettings, policy: GatewayPolicy | None = None) -> web.Application:
     """The aiohttp application: admin + metrics routes, then everything else proxied."""
     policy = policy or GatewayPolicy(settings.policy, leak_hour_s=settings.leak_hour_s,
@@ -126,6 +146,8 @@ def build_app(settings: GatewaySettings, policy: GatewayPolicy | None = None) ->
                   overload_statuses=settings.overload_statuses)
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app[SETTINGS], app[POLICY], app[PROXY], app[METRICS] = settings, policy, proxy, metrics
+    if settings.progress_eject_s > 0:
+        app[PROGRESS] = ProgressWatch(ejection, settings.progress_eject_s)
     app.add_routes(Admin(policy, metrics, settings.admin_token, ejection).routes())
     app.router.add_route("*", "/{tail:.*}", proxy.handle)
     policy.listeners.append(lambda tr: log.info("pool %s: %s -> %s (%s)", tr.name, tr.src.value, tr.dst.value, tr.reason))
@@ -138,11 +160,14 @@ def build_app(settings: GatewaySettings, policy: GatewayPolicy | None = None) ->
         proxy.session = aiohttp.ClientSession(timeout=timeout, auto_decompress=False,
                                               connector=aiohttp.TCPConnector(limit=0),
                                               cookie_jar=aiohttp.DummyCookieJar())
-        task = asyncio.create_task(_background(app))
+        tasks = [asyncio.create_task(_background(app))]
+        if PROGRESS in app:
+            tasks.append(asyncio.create_task(_watch_progress(app)))
         yield
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await proxy.session.close()
 
     app.cleanup_ctx.append(lifecycle)

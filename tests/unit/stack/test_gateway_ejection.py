@@ -44,3 +44,13 @@ def test_off_by_default() -> None:
     for _ in range(100):
         e.record("a", False)
     assert not e.out("a") and e.ejections == 0 and e.rotation(["a"], str) == ["a"]
+
+
+def test_progress_ejection_is_counted_apart_and_works_with_failure_ejection_off() -> None:
+    clock = Clock()
+    e = Ejection(after=0, hold_s=10.0, clock=clock)
+    e.eject("a", "no decode progress", progress=True)
+    assert e.out("a") and e.rotation(["a", "b"], str) == ["b"]
+    assert e.state()["progress_ejections"] == {"a": 1} and e.ejections == 1
+    clock.t += 10.0
+    assert not e.out("a") and e.rotation(["a", "b"], str) == ["a", "b"]
