@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
+from chaos.bridge.progress_keeper import ProgressKeeper
 from chaos.env import Environment
 from chaos.errors import StackError
 from chaos.faults.proxy_admin import token_ref
@@ -46,6 +47,7 @@ class EmbeddedStack:
         self.toxiproxy: ToxiproxyServer | None = None
         self.targets: dict[str, Target] = {}
         self.gateway: ProcessTarget | None = None
+        self.keeper: ProgressKeeper | None = None  # restarts what the gateway ejected for no decode progress
         self.fault_proxies: dict[str, FaultProxyServer] = {}
         self.started_at: float | None = None
         self.warm_rate: float | None = None  # completions/s the warm-up got through the client endpoint
@@ -120,6 +122,9 @@ class EmbeddedStack:
             watch.add("gateway", self.gateway)
         wait_all_healthy({"gateway": self.gateway}, timeout, watch)
         self.log(f"gateway ({self.env.gateway.kind}) up on {self.env.gateway.listen}")
+        gw = self.env.gateway
+        if gw.kind == "reference" and gw.reference.progress_eject_s > 0:
+            self.keeper = ProgressKeeper(f"http://{gw.listen}", gw.admin_token, self.targets, log=self.log).start()
 
     def wait_serving(self, timeout: float | None = None, *, watch: StartupWatch | None = None) -> float:
         """Block until a real completion succeeds at the client endpoint; returns seconds waited.
@@ -189,6 +194,9 @@ class EmbeddedStack:
     def down(self) -> None:
         """Stop everything that was started, in reverse order; never raises for one stuck part."""
         errors: list[str] = []
+        if self.keeper is not None:
+            errors += _attempt(self.keeper.stop, "progress keeper")
+            self.keeper = None
         if self.gateway is not None:
             errors += _attempt(lambda: self.gateway.remove() if self.gateway else None, "gateway")
             self.gateway = None

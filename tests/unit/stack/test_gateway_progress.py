@@ -60,5 +60,5 @@ def test_progress_idleness_restarts_and_blind_reads_are_never_a_stall() -> None:
 
 
 def test_every_s_reads_a_few_times_per_stall() -> None:
-    assert ProgressWatch(Ejection(), stall_s=4.0).every_s == 1.0
-    assert ProgressWatch(Ejection(), stall_s=1.0).every_s == 0.5
+    assert ProgressWatch(Ejection(), stall_s=3.5).every_s == 0.35
+    assert ProgressWatch(Ejection(), stall_s=60.0).every_s == 0.5 and ProgressWatch(Ejection(), stall_s=0.5).every_s == 0.1
