@@ -4,7 +4,7 @@ Admin (JSON; `Authorization: Bearer <token>` when a token is configured):
     GET  /admin/state                      pools, windows, weights, recent transitions
     POST /admin/reset     {"pool": P?}     close P (or every pool): ends a degrade or a forced rollback
     POST /admin/force     {"pool": P, "state": "open"|"forced_open"}
-    POST /admin/config    {"canary_weight": w?, "misroute_fraction": f?}
+    POST /admin/config    {"canary_weight": w?, "misroute_fraction": f?, "progress_eject_s": s?}
     GET  /admin/release                    the gray-release stage: canary_weight, mirror, admit
     POST /admin/release   {"canary_weight": w?, "mirror": m?, "admit": {header: [values]} | null?}
     GET  /admin/mirror?since=EPOCH         shadow pairs (stable's and canary's answers) since then
@@ -32,6 +32,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from chaos.stack.gateway.breaker import Transition
 from chaos.stack.gateway.ejection import Ejection
 from chaos.stack.gateway.policy import POOLS, GatewayPolicy
+from chaos.stack.gateway.progress import ProgressWatch
 from chaos.stack.gateway.release import Release, ReleaseError
 
 STATE_METRIC = "chaos_gateway_pool_state"
@@ -129,9 +130,9 @@ class Admin:
     """aiohttp handlers for the admin API and /metrics."""
 
     def __init__(self, policy: GatewayPolicy, metrics: GatewayMetrics, token: str | None,
-                 ejection: Ejection | None = None) -> None:
+                 ejection: Ejection | None = None, progress: ProgressWatch | None = None) -> None:
         self.policy, self.metrics, self._token = policy, metrics, token
-        self.ejection = ejection
+        self.ejection, self.progress = ejection, progress
 
     def routes(self) -> list[web.RouteDef]:
         return [web.get("/admin/state", self.state), web.post("/admin/reset", self.reset),
@@ -175,6 +176,8 @@ class Admin:
         snap = self.policy.snapshot()
         if self.ejection is not None:  # which replicas are out of rotation, and for how much longer
             snap["ejection"] = self.ejection.state()
+            if self.progress is not None:
+                snap["ejection"]["progress_eject_s"] = self.progress.stall_s
         return self._ok(snap)
 
     async def reset(self, request: web.Request) -> web.Response:
@@ -200,6 +203,12 @@ class Admin:
                     raise web.HTTPBadRequest(text=json.dumps({"error": f"{key} must be a number in [0, 1]"}),
                                              content_type="application/json")
                 setattr(self.policy, key, float(value))
+        if "progress_eject_s" in data and self.progress is not None:
+            value = data["progress_eject_s"]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise web.HTTPBadRequest(text=json.dumps({"error": "progress_eject_s must be seconds >= 0 (0: off)"}),
+                                         content_type="application/json")
+            self.progress.configure(float(value))
         return self._ok(self.policy.snapshot())
 
     def _release_view(self) -> dict[str, Any]:

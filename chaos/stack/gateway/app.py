@@ -120,8 +120,11 @@ async def _watch_progress(app: web.Application) -> None:
     settings: GatewaySettings = app[SETTINGS]  # type: ignore[assignment]
     watch, session = app[PROGRESS], app[PROXY].session
     assert session is not None
-    timeout = aiohttp.ClientTimeout(total=watch.every_s)
     while True:
+        if watch.stall_s <= 0:  # off (an operator may turn it on: POST /admin/config)
+            await asyncio.sleep(0.5)
+            continue
+        timeout = aiohttp.ClientTimeout(total=watch.every_s)
         for r in settings.replicas:
             try:
                 async with session.get(r.url + "/metrics", timeout=timeout) as resp:
@@ -146,9 +149,8 @@ def build_app(settings: GatewaySettings, policy: GatewayPolicy | None = None) ->
                   overload_statuses=settings.overload_statuses)
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app[SETTINGS], app[POLICY], app[PROXY], app[METRICS] = settings, policy, proxy, metrics
-    if settings.progress_eject_s > 0:
-        app[PROGRESS] = ProgressWatch(ejection, settings.progress_eject_s)
-    app.add_routes(Admin(policy, metrics, settings.admin_token, ejection).routes())
+    app[PROGRESS] = progress = ProgressWatch(ejection, settings.progress_eject_s)
+    app.add_routes(Admin(policy, metrics, settings.admin_token, ejection, progress).routes())
     app.router.add_route("*", "/{tail:.*}", proxy.handle)
     policy.listeners.append(lambda tr: log.info("pool %s: %s -> %s (%s)", tr.name, tr.src.value, tr.dst.value, tr.reason))
 
@@ -160,9 +162,7 @@ def build_app(settings: GatewaySettings, policy: GatewayPolicy | None = None) ->
         proxy.session = aiohttp.ClientSession(timeout=timeout, auto_decompress=False,
                                               connector=aiohttp.TCPConnector(limit=0),
                                               cookie_jar=aiohttp.DummyCookieJar())
-        tasks = [asyncio.create_task(_background(app))]
-        if PROGRESS in app:
-            tasks.append(asyncio.create_task(_watch_progress(app)))
+        tasks = [asyncio.create_task(_background(app)), asyncio.create_task(_watch_progress(app))]
         yield
         for task in tasks:
             task.cancel()

@@ -6,7 +6,8 @@ reads each replica's own counters, `vllm:generation_tokens_total` and `vllm:num_
 `floor_tokens_per_s` per running request for `stall_s` is ejected (chaos.stack.gateway.ejection) and
 counted in the admin state's `progress_ejections`, which the embedded stack's supervisor acts on by
 restarting it (chaos.bridge.progress_keeper). A scrape that fails proves nothing either way: it neither
-starts nor ends a stall. Off unless configured (`gateway.reference.progress_eject_s`, `--progress-eject-s`).
+starts nor ends a stall. Off unless configured (`gateway.reference.progress_eject_s`, `--progress-eject-s`,
+or at run time `POST /admin/config {"progress_eject_s": s}`: how a scenario makes the gateway watch health only).
 """
 from __future__ import annotations
 
@@ -48,6 +49,11 @@ class ProgressWatch:
         self.ejection, self.stall_s, self.floor, self.clock = ejection, stall_s, floor_tokens_per_s, clock
         self._seen: dict[str, _Seen] = {}
 
+    def configure(self, stall_s: float) -> None:
+        """A new stall_s (0: off); what was seen before counts for nothing."""
+        self.stall_s = stall_s
+        self._seen.clear()
+
     @property
     def every_s(self) -> float:
         """How often to read the counters: about ten reads per stall_s, between 2 and 10 per second (a stall is
@@ -61,8 +67,10 @@ class ProgressWatch:
         now, (generated, running) = self.clock(), counters
         last = self._seen.get(replica)
         self._seen[replica] = seen = _Seen(now, generated)
-        if last is None or running <= 0 or generated < last.generated or now <= last.t:
-            return 0.0  # first read, idle, or a new engine process (its counter starts again)
+        if last is None or running <= 0 or generated < last.generated or now <= last.t or now - last.t > self.stall_s:
+            # first read, idle, a new engine process (its counter starts again), or a read after a blind spell
+            # as long as a stall: a new baseline, never a stall that began before anyone saw it
+            return 0.0
         if (generated - last.generated) / (now - last.t) >= self.floor * running:
             return 0.0
         seen.stalled_since = last.stalled_since if last.stalled_since is not None else last.t

@@ -1,6 +1,7 @@
 """Gateway over two simulator replicas under their supervisor: a decode stall on one (/health 200 throughout)
 gets it taken out for making no progress and restarted by the progress keeper; it serves again after. With
-progress ejection off (the negative control) the stalled replica stays in and is never restarted."""
+progress ejection turned off through the admin API (the negative control) the stalled replica stays in and
+is never restarted."""
 from __future__ import annotations
 
 import asyncio
@@ -106,12 +107,16 @@ def test_a_stalled_replica_is_ejected_and_restarted_then_serves(sims: dict[str, 
 
 def test_negative_control_progress_ejection_off_keeps_the_stalled_replica(sims: dict[str, ProcessTarget]) -> None:
     replicas = [Replica(n, f"http://127.0.0.1:{t.port}") for n, t in sims.items()]
-    cfg = GatewaySettings(replicas, policy=BreakerPolicy(), listen="127.0.0.1:0", admin_token="gw")
+    cfg = GatewaySettings(replicas, policy=BreakerPolicy(), listen="127.0.0.1:0", admin_token="gw",
+                          progress_eject_s=1.0)
 
     async def go() -> dict:
         async with serve(cfg) as gw, aiohttp.ClientSession() as s:
             keeper = ProgressKeeper(gw, "gw", sims).start()
-            try:
+            try:  # the gateway told at run time to watch health only, as the suite's negative control does
+                async with s.post(gw + "/admin/config", json={"progress_eject_s": 0},
+                                  headers={"Authorization": "Bearer gw"}) as r:
+                    assert r.status == 200
                 await _stall_a_and_load(sims, gw, s)
                 await asyncio.sleep(1.5)  # more than progress_eject_s of the other test
                 async with s.get(gw + "/admin/state", headers={"Authorization": "Bearer gw"}) as r:
@@ -127,4 +132,5 @@ def test_negative_control_progress_ejection_off_keeps_the_stalled_replica(sims: 
 
     state = asyncio.run(go())
     assert state["ejection"]["progress_ejections"] == {} and not state["ejection"]["out"]
+    assert state["ejection"]["progress_eject_s"] == 0.0
     assert sims["a"].restart_count() == 0 and _health(sims["a"]) == 200

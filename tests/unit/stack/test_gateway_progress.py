@@ -62,3 +62,12 @@ def test_progress_idleness_restarts_and_blind_reads_are_never_a_stall() -> None:
 def test_every_s_reads_a_few_times_per_stall() -> None:
     assert ProgressWatch(Ejection(), stall_s=3.5).every_s == 0.35
     assert ProgressWatch(Ejection(), stall_s=60.0).every_s == 0.5 and ProgressWatch(Ejection(), stall_s=0.5).every_s == 0.1
+
+
+def test_a_read_after_a_blind_spell_or_a_new_setting_is_a_new_baseline() -> None:
+    clock = Clock()
+    e = Ejection(hold_s=10.0, clock=clock)
+    w = ProgressWatch(e, stall_s=1.0, clock=clock)
+    assert feed(w, clock, [(0.0, 2.0)] + [None] * 4 + [(0.0, 2.0), (0.0, 2.0)]) == [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5]
+    w.configure(2.0)
+    assert feed(w, clock, [(0.0, 2.0), (0.0, 2.0)]) == [0.0, 0.5] and not e.out("a")
