@@ -131,6 +131,32 @@ def no_simulator_canary(env: Environment) -> str | None:
          "engine plugin in real vLLM (vllm.engine_faults: true), which the canary lacks")
 
 
+def stall_target(env: Environment) -> str | None:
+    """The first replica a decode stall can be planted in natively: a simulator whose admin API answers here,
+    marked for recovery faults (a stable one unless `hurt:` says otherwise)."""
+    from chaos.env.hurt import marked
+
+    return next((t.name for t in env.targets if marked(t, None) and sim_admin_reachable(t)), None)
+
+
+def no_stall_target(env: Environment) -> str | None:
+    """Why no decode stall can be planted here (None: it can); `chaos.experiment.suite.requires` skips with it."""
+    if stall_target(env) is not None:
+        return None
+    return ("decode-stall is planted in the simulator (the engine plugin's twin on real vLLM is not built yet); "
+            f"environment {env.name} has no simulator replica marked for recovery faults whose admin API answers here")
+
+
+def no_progress_gateway(env: Environment) -> str | None:
+    """Why the gateway acting on progress cannot be shown here (None: it can)."""
+    gw = env.gateway
+    if gw is None or gw.kind != "reference" or not env.endpoints.gateway_admin:
+        return f"environment {env.name}: progress ejection is the reference gateway's (gateway.kind reference, its admin API)"
+    if gw.reference.progress_eject_s <= 0:
+        return f"environment {env.name} sets no gateway.reference.progress_eject_s: its gateway watches health only"
+    return None
+
+
 def standby_bases(env: Environment) -> list[Target]:
     """The stable targets a standby replica can be built from: local simulator or vLLM processes."""
     return [t for t in env.targets if t.pool == "stable" and t.kind == "process" and t.backend != "other"]
@@ -181,6 +207,11 @@ ENTRIES = (  # destructive: as the suites mark their tests (refused on a protect
     Entry("recovery", "no-fault baselines", False, fault="baseline"),
     Entry("recovery", "cold start of a standby replica", False, (no_local_standby,)),
     Entry("recovery", "restart policy on-failure (negative control)", True, (no_local_standby,)),
+    Entry("recovery", "decode stall: the gateway ejects, the supervisor restarts (progress truth)", True,
+          (no_stall_target, no_progress_gateway)),
+    Entry("recovery", "decode stall, gateway watching health only (negative control)", True,
+          (no_stall_target, no_progress_gateway)),
+    Entry("recovery", "plain restart (progress truth)", True, (no_stall_target,)),
     Entry("network", "client-path jitter, reset, timeout", False, (no_client_proxy,)),
     Entry("breaker", "degrade / rollback / OOM tiers on the canary", False, (no_breaker_view, no_canary),
           "the canary's traffic at warm-up must reach min_calls per window"),

@@ -93,3 +93,13 @@ def misroute(env: Any, fraction: float, *, canary_weight: float = 0.0) -> Gatewa
     return GatewayConfigFault(env.endpoints.gateway_admin, _token(env),
                               {"canary_weight": canary_weight, "misroute_fraction": fraction},
                               {"canary_weight": env.breaker.canary_weight, "misroute_fraction": 0.0})
+
+
+def health_only(env: Any) -> GatewayConfigFault:
+    """The reference gateway told to watch health only: its progress ejection off until the revert (the
+    decode-stall scenario's negative control; gateway.reference.progress_eject_s comes back)."""
+    if not env.endpoints.gateway_admin or env.gateway is None or env.gateway.kind != "reference":
+        raise FaultError("health-only needs the reference gateway's admin API (endpoints.gateway_admin)",
+                         fault="gateway-progress-eject-s")
+    return GatewayConfigFault(env.endpoints.gateway_admin, _token(env), {"progress_eject_s": 0.0},
+                              {"progress_eject_s": env.gateway.reference.progress_eject_s})

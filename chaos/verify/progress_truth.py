@@ -12,7 +12,7 @@ hide such a lie, make the row "not proven", never a pass. Times are printed rela
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from chaos.observe.timeline import Sample, Timeline
@@ -158,16 +158,19 @@ def describe(lie: Stall, t0: float, floor_tokens_per_s: float) -> str:
             f"(floor {floor_tokens_per_s:g} tokens/s per running request)")
 
 
-def progress_truth_rows(v: Verdict, timeline: Timeline, t_fault: float, limit_s: float, replicas: Sequence[str], *,
-                        fault: str | None = None, floor_tokens_per_s: float = FLOOR_TOKENS_PER_S) -> None:
+def progress_truth_rows(v: Verdict, timeline: Timeline, t_fault: float, limit_s: float,
+                        replicas: Sequence[str] | Mapping[str, str], *, fault: str | None = None,
+                        floor_tokens_per_s: float = FLOOR_TOKENS_PER_S) -> None:
     """One row per replica, `progress_truth <replica>`: the longest time its /health said 200 while it decoded
-    nothing for the requests it held, against `limit_s`; unreadable counters or a blind gap: not proven."""
+    nothing for the requests it held, against `limit_s`; unreadable counters or a blind gap: not proven.
+    `replicas`: names (their /health probes' source `health:<name>`) or {name: that source}."""
     name = fault or "no fault"
-    for rep in replicas:
+    sources = dict(replicas) if isinstance(replicas, Mapping) else {r: f"health:{r}" for r in replicas}
+    for rep, health_source in sources.items():
         check = f"progress_truth {rep}"
         metrics = [s for s in timeline.samples if s.source == f"metrics:{rep}"]
         counters = scrapes(metrics)
-        claims = timeline.series(f"health:{rep}", "status")
+        claims = timeline.series(health_source, "status")
         if len(counters) < 2:
             failed = sum(1 for s in metrics if s.name == "scrape_ok" and s.value is False)
             why = (f"{failed} scrape(s) of its /metrics failed" if failed else

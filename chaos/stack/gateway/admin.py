@@ -176,8 +176,8 @@ class Admin:
         snap = self.policy.snapshot()
         if self.ejection is not None:  # which replicas are out of rotation, and for how much longer
             snap["ejection"] = self.ejection.state()
-            if self.progress is not None:
-                snap["ejection"]["progress_eject_s"] = self.progress.stall_s
+        if self.progress is not None:  # top level, as /admin/config takes it (chaos.faults.gateway reads it back)
+            snap["progress_eject_s"] = self.progress.stall_s
         return self._ok(snap)
 
     async def reset(self, request: web.Request) -> web.Response:

@@ -114,3 +114,14 @@ def test_scrapes_sum_engines_and_need_both_counters() -> None:
     (only,) = scrapes(tl.samples)
     assert (only.t, only.generated, only.running) == (1.0, 12.0, 2.0)
     assert compare([only], tl.samples) is None
+
+
+def test_the_health_source_can_be_named_per_replica() -> None:
+    tl = timeline(stall_from(0.0, 12.0), lambda d: 4)
+    for s in tl.samples:
+        if s.source == "health:r1":
+            s.source = "health"  # the hurt replica's own probes, as a recovery run names them
+    v = Verdict("recovery")
+    progress_truth_rows(v, tl, T0, 5.0, {"r1": "health"}, fault="decode-stall")
+    assert v.row("progress_truth r1").ok is False
+    assert judge(tl).row("progress_truth r1").unproven  # under the default name there are no probes

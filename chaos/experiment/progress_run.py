@@ -1,0 +1,69 @@
+"""Progress truth as an Experiment (`progress_run(...)`): a fault on one replica under load, and the verdict is
+whether its /health said 200 while it decoded nothing for the requests it held, longer than
+`slas.health_truth_s` (chaos.verify.progress_truth), from its own counters scraped over the run.
+
+The suite names the fault: a decode stall on a stack that acts on progress (the reference gateway ejects the
+replica, the embedded stack restarts it: chaos.bridge.progress_keeper) passes; the same stall with the gateway
+told to watch health only (chaos.faults.gateway.health_only), held past the SLA, is the negative control and
+fails, naming the seconds; a plain restart stops decode only while no process answers /health, and passes."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from chaos.experiment.runner import Experiment
+from chaos.experiment.suite import fault_happened
+from chaos.experiment.waits import engine_restarted
+from chaos.observe.metrics import MetricsScraper
+from chaos.report import allure as rep
+from chaos.verify.progress_truth import progress_truth_rows
+from chaos.verify.verdict import Verdict
+
+if TYPE_CHECKING:
+    from chaos.experiment.run import Run
+    from chaos.experiment.running_stack import RunningStack as StackHandle
+    from chaos.faults import Fault
+
+SCRAPE_EVERY_S = 0.5  # the replica's counters: ten reads inside the local SLA (health_truth_s 5)
+
+
+def progress_run(stack: StackHandle, kind: str, name: str, fault: Callable[[], Fault], *, restarted: bool = True,
+                 hold_s: float | None = None) -> Experiment:
+    """`fault()` (called `kind`) on target `name` under the environment's load, judged by progress truth.
+
+    `restarted`: the stack is expected to restart the replica (stage 1 proves it), and the run waits for that;
+    else the fault is held `hold_s` (default twice slas.health_truth_s) and reverted: the negative control."""
+    env = stack.env
+    rep.labels(epic="Resilience", feature="Progress truth", story=kind, suite="recovery")
+    rep.title(f"{kind} on {name}")
+
+    def steps(run: Run) -> None:
+        url = stack.direct_url(name)
+        run.observe(url)  # the hurt replica's /health, /v1/models and completions (sources without a suffix)
+        scraper = MetricsScraper(url, run.timeline, interval_s=SCRAPE_EVERY_S, timeout_s=1.0)
+        scraper.source = f"metrics:{name}"
+        run.add_observer(scraper.start())
+        target = stack.target(name)
+        before = target.restart_count()
+        run.start_load()
+        run.steady_state(2.0)
+        t_inject = run.clock()
+        evidence: dict[str, Any] = dict(run.inject(fault()) or {})
+        limit = env.slas.health_truth_s
+        if restarted:
+            with run.phase("wait for the replica's restart"):
+                run.wait_until(engine_restarted(target, before=before), limit + env.slas.recovery_s, every=0.1)
+        else:
+            run.hold(hold_s if hold_s is not None else 2 * limit)
+        evidence["restarts_seen"] = target.restart_count() - before
+        run.revert(check=evidence["restarts_seen"] == 0)  # a restarted replica's new process never had the fault
+        run.wait_recovered(run.clock(), env.slas.recovery_s * 2)
+        run.wait(4 * SCRAPE_EVERY_S)  # scrapes of the replica decoding again after it
+        run.stop_load()
+        if restarted:
+            run.judge("the fault really happened", [fault_happened(evidence, restarts_seen=lambda n: n >= 1)])
+        v = Verdict("progress truth", window=(t_inject, run.clock()))
+        progress_truth_rows(v, run.timeline, t_inject, limit, {name: "health"}, fault=kind)
+        run.judge("decode made progress whenever /health said 200", [v])
+
+    return Experiment(f"progress-{kind}-{name}", steps=steps, hurt=(name,))

@@ -1,0 +1,49 @@
+"""Progress truth: a replica whose /health says 200 while it decodes nothing (vLLM issue 45094: a decode deadlock
+that /health called healthy) must not stay so longer than slas.health_truth_s. A decode stall on a stack that acts
+on progress (its gateway ejects the replica, its supervisor restarts it) passes; the same stall where the gateway
+watches health only is the negative control, and the verdict must catch it, naming the seconds; a plain restart
+passes. Judged from the replica's own counters (vllm:generation_tokens_total, vllm:num_requests_running)."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from chaos import ExperimentRun, StackHandle, faults, plan, requires
+from chaos.faults.gateway import health_only
+from chaos.scenarios import progress_run
+
+
+def _target(stack: StackHandle) -> str:
+    requires(stack.env, plan.no_stall_target)
+    name = plan.stall_target(stack.env)
+    assert name is not None
+    return name
+
+
+@pytest.mark.destructive
+def test_decode_stall_is_ejected_and_restarted(stack: StackHandle, run_experiment: Callable[..., ExperimentRun]) -> None:
+    """The stack acts on progress: the replica is out and restarted before /health's lie outlasts the SLA."""
+    name = _target(stack)
+    requires(stack.env, plan.no_progress_gateway)
+    run_experiment(progress_run(stack, "decode-stall", name, lambda: stack.sim_admin_fault(name, "decode-stall")))
+
+
+@pytest.mark.destructive
+def test_decode_stall_where_only_health_is_watched_is_caught(stack: StackHandle,
+                                                             run_experiment: Callable[..., ExperimentRun]) -> None:
+    """Negative control: the gateway told to watch health only, the stall held twice the SLA: progress truth fails."""
+    name = _target(stack)
+    requires(stack.env, plan.no_progress_gateway)
+    with pytest.raises(AssertionError) as caught:
+        run_experiment(progress_run(
+            stack, "decode-stall (gateway watching health only)", name,
+            lambda: faults.AllOf([health_only(stack.env), stack.sim_admin_fault(name, "decode-stall")]), restarted=False))
+    msg = str(caught.value)
+    assert f"progress_truth {name}" in msg and "/health said 200 for" in msg and "while nothing decoded" in msg, msg
+
+
+@pytest.mark.destructive
+def test_plain_restart_passes_progress_truth(stack: StackHandle, run_experiment: Callable[..., ExperimentRun]) -> None:
+    name = _target(stack)
+    run_experiment(progress_run(stack, "restart", name, lambda: faults.restart(stack.target(name))))
