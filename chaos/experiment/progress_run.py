@@ -45,7 +45,7 @@ def progress_run(stack: StackHandle, kind: str, name: str, fault: Callable[[], F
         run.add_observer(scraper.start())
         target = stack.target(name)
         before = target.restart_count()
-        run.start_load()
+        run.start_load(duration_s=4 * env.slas.health_truth_s + 2 * env.slas.recovery_s + 30)  # stopped when judged
         run.steady_state(2.0)
         t_inject = run.clock()
         evidence: dict[str, Any] = dict(run.inject(fault()) or {})
