@@ -56,8 +56,12 @@ def progress_run(stack: StackHandle, kind: str, name: str, fault: Callable[[], F
         else:
             run.hold(hold_s if hold_s is not None else 2 * limit)
         evidence["restarts_seen"] = target.restart_count() - before
-        run.revert(check=evidence["restarts_seen"] == 0)  # a restarted replica's new process never had the fault
-        run.wait_recovered(run.clock(), env.slas.recovery_s * 2)
+        if evidence["restarts_seen"]:  # its new process never had the fault: undone once it answers again
+            run.wait_recovered(run.clock(), env.slas.recovery_s * 2)
+            run.revert(check=False)
+        else:
+            run.revert()
+            run.wait_recovered(run.clock(), env.slas.recovery_s * 2)
         run.wait(4 * SCRAPE_EVERY_S)  # scrapes of the replica decoding again after it
         run.stop_load()
         if restarted:
