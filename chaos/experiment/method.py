@@ -16,7 +16,7 @@ from typing import Any
 
 from chaos.errors import FaultNotEffective
 from chaos.experiment import events as ev
-from chaos.experiment.budget import Watchdog
+from chaos.experiment.budget import PhaseBudget, Watchdog
 from chaos.experiment.stop import StopSwitch
 
 
@@ -49,12 +49,13 @@ class Method:
         return event
 
     @contextmanager
-    def phase(self, name: str, **detail: Any) -> Iterator[None]:
+    def phase(self, name: str, *, budget: PhaseBudget | None = None, **detail: Any) -> Iterator[None]:
         """A named phase: PhaseStarted, then PhaseEnded with how it ended (an exception passes through).
-        A phase that returns past its budget fails all the same (BudgetExceeded)."""
+        A phase that returns past its budget (the scenario's, or `budget`: a wait bounded by its own
+        step) fails all the same (BudgetExceeded)."""
         self.publish(ev.PhaseStarted, phase=name, detail=detail)
         if self.watchdog is not None:
-            self.watchdog.enter(name)
+            self.watchdog.enter(name, budget)
         try:
             yield
             if self.watchdog is not None:
