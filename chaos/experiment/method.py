@@ -42,6 +42,7 @@ class Method:
         self.injected = False      # from the moment inject() is called: a half-injected fault is reverted too
         self.t_inject: float | None = None
         self.t_revert: float | None = None
+        self.t_revert_began: float | None = None  # the fault was fully in place from t_inject to here
 
     def publish(self, cls: type[ev.Event], *, t: float | None = None, **kw: Any) -> ev.Event:
         event = cls(t=self.clock() if t is None else t, experiment=self.name, **kw)
@@ -114,7 +115,7 @@ class Method:
             return
         self.injected = False
         fault = repr(self.fault)
-        t = self.clock()
+        t = self.t_revert_began = self.clock()
         try:
             self.fault.revert(check=check)
         except FaultNotEffective as e:
