@@ -32,6 +32,8 @@ KINDS: dict[str, dict[str, tuple[type, Any]]] = {
     # RSS vLLM's own /metrics reports as process_resident_memory_bytes, the one a gateway can read)
     "leak": {"bytes_per_request": (int, 4 << 20), "process": (str, "engine")},
     "kv-alloc-fail": {"fraction": (float, 1.0)},
+    # the engine loop and /health live, prefill goes on (a new request gets its first token), no decode step
+    "decode-stall": {},
 }
 LEAK_PROCESSES = ("engine", "api")
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

@@ -11,7 +11,12 @@ Where each fault acts (the real code path of what it plays):
 - tokenizer-crash: transformers' PreTrainedTokenizerBase.__call__/encode, in the API server;
 - leak: EngineCore.add_request (process "engine") or, in the API server, AsyncLLM.add_request
   (process "api") keeps `bytes_per_request` of touched memory per request;
-- kv-alloc-fail: KVCacheManager.allocate_slots answers None (no free blocks) for a fraction of calls.
+- kv-alloc-fail: KVCacheManager.allocate_slots answers None (no free blocks) for a fraction of calls;
+- decode-stall: Scheduler.schedule, in EngineCore: the requests past their prompt are out of the
+  running list for the call and back in it after, so they stay running (vLLM's
+  `num_requests_running` counts them) and keep their KV blocks, new requests are still admitted and
+  prefilled (their first token comes out), and no decode step is scheduled: vLLM issue 45094's
+  0 tokens/s behind a /health that says 200.
 """
 from __future__ import annotations
 
@@ -154,6 +159,36 @@ def _hook_scheduler(ctl: Control) -> None:
     _wrap(Scheduler, "update_from_output", make)
 
 
+def _decoding(request: Any) -> bool:
+    """Past its prompt: its next step would be a decode step."""
+    return bool(request.num_computed_tokens >= request.num_prompt_tokens)
+
+
+def _hook_decode_stall(ctl: Control) -> None:
+    Scheduler = _mod("vllm.v1.core.sched.scheduler").Scheduler
+
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def schedule(self: Any, *args: Any, **kw: Any) -> Any:
+            armed = ctl.faults("decode-stall")
+            held = [r for r in self.running if _decoding(r)] if armed else []
+            if not held:
+                return original(self, *args, **kw)
+            for fid, _ in armed:
+                _fired(ctl, fid, "decode-stall", f"{len(held)} decoding request(s) held out of the step")
+            out_of_step = {id(r) for r in held}
+            self.running = [r for r in self.running if id(r) not in out_of_step]
+            try:
+                out = original(self, *args, **kw)
+            finally:
+                self.running = held + self.running  # the oldest first, as the scheduler keeps them
+            if not getattr(out, "total_num_scheduled_tokens", 0):
+                time.sleep(0.005)  # nothing else to run: the loop stays alive without spinning a core
+            return out
+        return schedule
+
+    _wrap(Scheduler, "schedule", make)
+
+
 def _leak(ctl: Control, process: str) -> None:
     for fid, spec in ctl.faults("leak"):
         if spec["process"] == process:
@@ -229,4 +264,4 @@ def _hook_tokenizer(ctl: Control) -> None:
 _HOOKS: list[tuple[str, Callable[[Control], None]]] = [
     ("execute_model", _hook_runner), ("all_reduce", _hook_allreduce), ("scheduler", _hook_scheduler),
     ("add_request", _hook_engine), ("api_add_request", _hook_api), ("allocate_slots", _hook_kv),
-    ("tokenizer", _hook_tokenizer)]
+    ("tokenizer", _hook_tokenizer), ("schedule", _hook_decode_stall)]

@@ -203,7 +203,7 @@ def engine_step_death(target: Target, *, rank: int | None = None, **kw: Any) -> 
 
 def engine_fault(target: Target, kind: str, **spec: Any) -> EngineFault:
     """A fault inside the replica's real vLLM through the engine plugin: step-error, allreduce-hang, slow-step,
-    corrupt, tokenizer-crash, leak or kv-alloc-fail (parameters: chaos_engine_plugin.control.KINDS)."""
+    corrupt, tokenizer-crash, leak, kv-alloc-fail or decode-stall (parameters: chaos_engine_plugin.control.KINDS)."""
     return EngineFault(target, kind, **spec)
 
 
