@@ -132,19 +132,20 @@ def no_simulator_canary(env: Environment) -> str | None:
 
 
 def stall_target(env: Environment) -> str | None:
-    """The first replica a decode stall can be planted in natively: a simulator whose admin API answers here,
-    marked for recovery faults (a stable one unless `hurt:` says otherwise)."""
+    """The first replica a decode stall can be planted in, marked for recovery faults (a stable one unless
+    `hurt:` says otherwise): a simulator whose admin API answers here, or real vLLM with the engine plugin."""
     from chaos.env.hurt import marked
 
-    return next((t.name for t in env.targets if marked(t, None) and sim_admin_reachable(t)), None)
+    return next((t.name for t in env.targets if marked(t, None) and (sim_admin_reachable(t) or engine_plugin_on(t))),
+                None)
 
 
 def no_stall_target(env: Environment) -> str | None:
     """Why no decode stall can be planted here (None: it can); `chaos.experiment.suite.requires` skips with it."""
     if stall_target(env) is not None:
         return None
-    return ("decode-stall is planted in the simulator (the engine plugin's twin on real vLLM is not built yet); "
-            f"environment {env.name} has no simulator replica marked for recovery faults whose admin API answers here")
+    return ("decode-stall is planted in the simulator or, in real vLLM, by the engine plugin (vllm.engine_faults: "
+            f"true); environment {env.name} has no replica marked for recovery faults with either")
 
 
 def no_progress_gateway(env: Environment) -> str | None:

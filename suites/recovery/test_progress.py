@@ -26,19 +26,23 @@ def test_decode_stall_is_ejected_and_restarted(stack: StackHandle, run_experimen
     """The stack acts on progress: the replica is out and restarted before /health's lie outlasts the SLA."""
     name = _target(stack)
     requires(stack.env, plan.no_progress_gateway)
-    run_experiment(progress_run(stack, "decode-stall", name, lambda: stack.sim_admin_fault(name, "decode-stall")))
+    run_experiment(progress_run(stack, "decode-stall", name, lambda: stack.decode_stall(name)))
 
 
 @pytest.mark.destructive
 def test_decode_stall_where_only_health_is_watched_is_caught(stack: StackHandle,
                                                              run_experiment: Callable[..., ExperimentRun]) -> None:
-    """Negative control: the gateway told to watch health only, the stall held twice the SLA: progress truth fails."""
+    """Negative control: a stack that watches health only (real vLLM's own /health, or the reference gateway told
+    to), the stall held twice the SLA: progress truth fails."""
     name = _target(stack)
-    requires(stack.env, plan.no_progress_gateway)
+    acts_on_progress = plan.no_progress_gateway(stack.env) is None
+
+    def fault() -> faults.Fault:
+        stall = stack.decode_stall(name)
+        return faults.AllOf([health_only(stack.env), stall]) if acts_on_progress else stall
+
     with pytest.raises(AssertionError) as caught:
-        run_experiment(progress_run(
-            stack, "decode-stall (gateway watching health only)", name,
-            lambda: faults.AllOf([health_only(stack.env), stack.sim_admin_fault(name, "decode-stall")]), restarted=False))
+        run_experiment(progress_run(stack, "decode-stall (health watched only)", name, fault, restarted=False))
     msg = str(caught.value)
     assert f"progress_truth {name}" in msg and "/health said 200 for" in msg and "while nothing decoded" in msg, msg
 
