@@ -22,16 +22,19 @@ from chaos.stack.gateway.ejection import Ejection
 log = logging.getLogger("chaos.gateway")
 _GENERATED = re.compile(rb"^vllm:generation_tokens_total(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M)
 _RUNNING = re.compile(rb"^vllm:num_requests_running(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M)
+# first tokens (the TTFT histogram's count): not decode progress (a stalled engine still prefills new requests)
+_FIRST = re.compile(rb"^vllm:time_to_first_token_seconds_count(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M)
 # the same floor as the progress-truth verdict (chaos.verify.progress_truth): far below any engine's decode
 FLOOR_TOKENS_PER_S = 1.0
 
 
 def parse_progress(page: bytes) -> tuple[float, float] | None:
-    """(generated tokens, running requests) summed over a replica's engines; None when either is absent."""
+    """(decoded tokens, running requests) summed over a replica's engines; None when either is absent. Decoded:
+    generated tokens less first tokens where the page counts them (the TTFT histogram's count)."""
     gen, run = _GENERATED.findall(page), _RUNNING.findall(page)
     if not gen or not run:
         return None
-    return sum(map(float, gen)), sum(map(float, run))
+    return sum(map(float, gen)) - sum(map(float, _FIRST.findall(page))), sum(map(float, run))
 
 
 @dataclass

@@ -36,6 +36,13 @@ def test_parse_sums_engines_and_needs_both_counters() -> None:
     assert parse_progress(b"vllm:num_requests_running 2.0\n") is None and parse_progress(b"") is None
 
 
+def test_first_tokens_are_not_decode_progress() -> None:
+    # the TTFT histogram's count: one per first token, which a stalled engine still gives its new requests
+    page = PAGE + b'vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 40.0\n' \
+                  b'vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="m"} 40.0\n'
+    assert parse_progress(page) == (110.0, 4.0)
+
+
 def test_a_replica_that_holds_requests_and_decodes_nothing_is_ejected_after_stall_s() -> None:
     clock = Clock()
     e = Ejection(hold_s=10.0, clock=clock)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from chaos.observe.timeline import Timeline
-from chaos.verify.progress_truth import GENERATED, RUNNING, compare, progress_truth_rows, scrapes
+from chaos.verify.progress_truth import FIRST_TOKENS, GENERATED, RUNNING, compare, progress_truth_rows, scrapes
 from chaos.verify.verdict import Verdict
 
 T0 = 1000.0  # the fault's injection
@@ -54,6 +54,31 @@ def test_new_requests_first_tokens_are_not_progress() -> None:
     """A stalled engine still prefills arrivals: one first token a second with 4-12 running is no decode."""
     row = judge(timeline(lambda d: 1.0 if d >= 0 else 200.0, lambda d: 4 + max(0.0, min(d, 8.0)))).row("progress_truth r1")
     assert row.ok is False and row.measured > 25
+
+
+def test_first_tokens_that_outpace_the_floor_are_still_no_decode_where_the_replica_counts_them() -> None:
+    """Real vLLM on CPU under a churning load: 2 requests running, 3 arrivals' first tokens a second (above the
+    floor of 1 per running request), nothing decoded. With the TTFT count scraped, that is a stall."""
+    def tl(count_first: bool) -> Timeline:
+        t = Timeline(clock=lambda: 0.0)
+        generated = first = 0.0
+        d = -10.0
+        while d <= 20.0:
+            t.sample("metrics:r1", GENERATED, generated, t=T0 + d, engine="0")
+            t.sample("metrics:r1", RUNNING, 2, t=T0 + d, engine="0")
+            if count_first:
+                t.sample("metrics:r1", FIRST_TOKENS, first, t=T0 + d, engine="0")
+            arrivals = 3.0 * 0.5
+            generated += arrivals + (0.0 if d >= 0 else 100.0)  # after the fault: first tokens only
+            first += arrivals
+            d = round(d + 0.5, 3)
+        for i in range(301):
+            t.sample("health:r1", "status", 200, t=T0 - 10 + i * 0.1)
+        return t
+
+    assert judge(tl(count_first=False)).row("progress_truth r1").ok is True  # what the floor alone reads
+    row = judge(tl(count_first=True)).row("progress_truth r1")
+    assert row.ok is False and row.measured > 15, row.detail
 
 
 def test_health_that_says_503_during_the_stall_tells_the_truth() -> None:
