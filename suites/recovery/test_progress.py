@@ -23,6 +23,7 @@ def _target(stack: StackHandle) -> str:
 
 
 @pytest.mark.destructive
+@pytest.mark.proves("progress-truth")
 def test_decode_stall_is_ejected_and_restarted(stack: StackHandle, run_experiment: Callable[..., ExperimentRun]) -> None:
     """The stack acts on a decode stall before /health's lie outlasts the SLA: it restarts the replica (the embedded
     stack: its gateway ejects it, its supervisor restarts it) or the replica stops saying healthy. A stack that
