@@ -234,7 +234,7 @@ def start_streams(url: str, step: HangUp, role: str, *, model: str, api_key: str
     and a join() that waits for them (each ends by the step's deadline at the latest)."""
     count = step.clients if role == HANGUP else step.stay
     clients: list[StreamClient] = []
-    go, threads = threading.Event(), []
+    go, threads = threading.Event(), list[threading.Thread]()
     for _ in range(count):
         c = StreamClient(request_id=f"chaos-{role}-{uuid.uuid4().hex[:16]}", role=role)
         clients.append(c)
