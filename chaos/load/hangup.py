@@ -73,6 +73,12 @@ class HangUpRun:
     step: HangUp
     clients: list[StreamClient] = field(default_factory=list)
     baseline: tuple[float, float] | None = None  # the window in which only the staying streams ran
+    join_stayers: Callable[[], None] = lambda: None  # waits for the staying streams to end
+
+    def finish(self) -> HangUpRun:
+        """Wait for the staying streams to end (each by the step's deadline)."""
+        self.join_stayers()
+        return self
 
     def of(self, role: str) -> list[StreamClient]:
         return [c for c in self.clients if c.role == role]
