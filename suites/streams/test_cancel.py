@@ -17,6 +17,7 @@ from contextlib import AbstractContextManager
 
 from chaos import Experiment, ExperimentRun, Run, StackHandle, SummaryCollector, faults
 from chaos import evidence as rep
+from chaos.experiment.events import VerdictReached
 from chaos.load.hangup import HangUp
 from chaos.observe.engine_load import EngineLoadSampler
 from chaos.verify.cancel import cancel_verdict
@@ -80,8 +81,15 @@ def test_a_gateway_that_holds_the_upstream_is_caught(stack: StackHandle,
     left; the upstream and engine rows must fail."""
     rep.labels(epic="Resilience", feature="Cancellation", story="negative control: upstream held", suite="streams")
     got: list[Verdict] = []
+
+    def steps(run: Run) -> None:
+        _cancel_steps(stack, url, got)(run)
+        v = got[0]  # journalled, not asserted: it must fail
+        run.publish(VerdictReached, name=f"negative control, expected to fail: {v.name}", ok=v.ok,
+                    failures=tuple(r.line() for r in v.failures), rows=tuple(r.line() for r in v.rows))
+
     with extra_gateway(extra_env={"CHAOS_PLANTED_DEFECT": HELD_DEFECT}) as url:
-        run_experiment(Experiment("streams-cancel-held", steps=_cancel_steps(stack, url, got)))
+        run_experiment(Experiment("streams-cancel-held", steps=steps))
     v = got[0]
     failed = {r.check for r in v.failures}
     rep.attach_text("\n".join(r.line() for r in v.rows), "verdict on the defective gateway (expected to fail)")
