@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -191,7 +192,11 @@ def _one(url: str, client: StreamClient, step: HangUp, model: str, api_key: str 
     sock: socket.socket | None = None
     try:
         go.wait(step.deadline_s)
-        sock = socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), timeout=5.0)
+        tls = parts.scheme == "https"
+        sock = socket.create_connection((parts.hostname or "127.0.0.1", parts.port or (443 if tls else 80)),
+                                        timeout=5.0)
+        if tls:
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=parts.hostname)
         client.t_sent = clock()
         sock.sendall(_request_bytes(parts, client.request_id, step, model, api_key))
         while True:
@@ -212,9 +217,9 @@ def _one(url: str, client: StreamClient, step: HangUp, model: str, api_key: str 
             if reader.tokens and client.t_first_token is None:
                 client.t_first_token = clock()
             if client.role == HANGUP and reader.tokens >= step.after_tokens:
+                client.t_hangup = clock()
                 sock.shutdown(socket.SHUT_RDWR)  # a FIN now, as a closed tab sends
                 sock.close()
-                client.t_hangup = clock()
                 sock = None
                 break
             if reader.done:
