@@ -1,6 +1,7 @@
 """What the engines are doing, from their own counters: each replica's running requests
-(`vllm:num_requests_running`) and generated tokens so far (`vllm:generation_tokens_total`), scraped from
-its /metrics in one sweep over the replicas per poll. Real vLLM and the simulator export both."""
+(`vllm:num_requests_running`), generated tokens so far (`vllm:generation_tokens_total`) and requests ended
+by abort so far (`vllm:request_success_total{finished_reason="abort"}`), scraped from its /metrics in one
+sweep over the replicas per poll. Real vLLM and the simulator export all three."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -11,14 +12,16 @@ from chaos.observe.metrics import parse_metrics, value
 
 RUNNING = "vllm:num_requests_running"
 GENERATED = "vllm:generation_tokens_total"
+FINISHED = "vllm:request_success_total"
 
 
 @dataclass(frozen=True)
 class EngineSample:
-    """One sweep: when, and per replica answering (running requests, generated tokens so far)."""
+    """One sweep: when, and per replica answering (running requests, generated tokens, aborted requests so far;
+    aborted None where the replica does not count them)."""
 
     t: float
-    replicas: dict[str, tuple[float, float]]
+    replicas: dict[str, tuple[float, float, float | None]]
 
 
 @dataclass
@@ -35,6 +38,12 @@ class EngineLoad:
         return [(s.t, sum(v[0] for v in s.replicas.values()), sum(v[1] for v in s.replicas.values()))
                 for s in self.samples if set(s.replicas) == want]
 
+    def aborted(self) -> list[tuple[float, float]]:
+        """(t, aborted requests so far) summed over the replicas, from full sweeps in which each counts them."""
+        want = set(self.replicas)
+        return [(s.t, sum(v[2] for v in s.replicas.values() if v[2] is not None)) for s in self.samples
+                if set(s.replicas) == want and all(v[2] is not None for v in s.replicas.values())]
+
 
 class EngineLoadSampler(PollingObserver):
     """Scrapes every replica's /metrics each `interval_s` into an EngineLoad (bounded by max_duration_s)."""
@@ -49,7 +58,7 @@ class EngineLoadSampler(PollingObserver):
 
     def poll(self) -> None:
         t = self.timeline.clock()
-        got: dict[str, tuple[float, float]] = {}
+        got: dict[str, tuple[float, float, float | None]] = {}
         for name, http in self._http.items():
             try:
                 status, _, body = http.request("GET", "/metrics")
@@ -63,7 +72,7 @@ class EngineLoadSampler(PollingObserver):
             if running is None or generated is None:
                 self.load.errors[name] = f"its /metrics has no {RUNNING} or {GENERATED}"
                 continue
-            got[name] = (running, generated)
+            got[name] = (running, generated, value(samples, FINISHED, finished_reason="abort"))
         self.load.samples.append(EngineSample(t, got))
 
     def close(self) -> None:

@@ -6,8 +6,9 @@ requests go within `slas.cancel_s`.
   whose line says it ran on (another outcome, ended later than cancel_s after the hang-up) or that has
   no line yet when the log is read at least cancel_s after the hang-up was held open.
 - The engine: running requests (summed over the replicas' /metrics) back to the staying streams' level
-  (the baseline, measured while they ran alone) within cancel_s of the last hang-up, and the generation
-  rate after that no more than RATE_TOLERANCE times the baseline's.
+  (the baseline, measured while they ran alone) within cancel_s of the last hang-up, the generation
+  rate after that no more than RATE_TOLERANCE times the baseline's, and its abort counter
+  (`request_success_total{finished_reason="abort"}`) up by at least the clients hung up by then.
 
 A hop that cannot be observed (no fault proxy, /metrics not answering, a measure that could not tell
 held from freed) is "not proven" with why, never a pass.
@@ -39,7 +40,22 @@ def cancel_verdict(run: HangUpRun, proxy_rows: Sequence[dict[str, Any]] | None, 
         return v  # nothing was hung up as declared: no hop had anything to let go
     _upstream_rows(v, done, proxy_rows, cancel_s, read_at, no_proxy_why)
     _engine_rows(v, run, engine, cancel_s, t_last, no_engine_why)
+    _abort_row(v, len(done), engine, cancel_s, t_last, run.baseline, no_engine_why)
     return v
+
+
+def _abort_row(v: Verdict, hung: int, engine: EngineLoad | None, cancel_s: float, t_last: float,
+               baseline: tuple[float, float] | None, why: str) -> None:
+    counts = engine.aborted() if engine is not None else []
+    before = [n for t, n in counts if baseline is not None and baseline[0] <= t <= baseline[1]]
+    by = [n for t, n in counts if t <= t_last + cancel_s]
+    if not before or not by or counts[-1][0] < t_last + cancel_s:
+        v.not_proven("engine_aborted_requests", hung, None, why or "no full sweep of the replicas' abort counter "
+                     "(request_success_total{finished_reason=\"abort\"}) from the baseline to cancel_s after the hang-up")
+        return
+    n = int(by[-1] - before[0])
+    v.add("engine_aborted_requests", hung, n, n >= hung, f"aborts counted by the engines from the baseline to "
+          f"cancel_s after the hang-up, against {hung} clients hung up")
 
 
 def _why_not(hung: list[StreamClient], k: int) -> str:

@@ -26,13 +26,16 @@ def _proxy(outcome: str = "abort", after_s: float = 0.05, ids: int = 3) -> list[
     return [{"request_id": f"h{i}", "t_finish": T - 0.01 * i + after_s, "outcome": outcome} for i in range(ids)]
 
 
-def _engine(freed_after_s: float | None, base: int = 2, held: int = 5) -> EngineLoad:
+def _engine(freed_after_s: float | None, base: int = 2, held: int = 5, counts_aborts: bool = True) -> EngineLoad:
     """Sweeps every 0.1 s from T-4 to T+5: `base` running alone, `held` from T-1.5, back to `base` at
-    T+freed_after_s (never when None); each running request decodes 50 tokens/s."""
+    T+freed_after_s (never when None), the engine counting each freed request as an abort; each running
+    request decodes 50 tokens/s."""
     load, gen, t = EngineLoad(("a", "b")), 0.0, T - 4.0
     while t <= T + 5.0:
-        running = base if t < T - 1.5 or (freed_after_s is not None and t >= T + freed_after_s) else held
-        load.samples.append(EngineSample(t, {"a": (running - 1, gen / 2), "b": (1, gen / 2)}))
+        freed = freed_after_s is not None and t >= T + freed_after_s
+        running = base if t < T - 1.5 or freed else held
+        aborts = (7.0 + (held - base if freed else 0)) if counts_aborts else None  # 7 from before the run
+        load.samples.append(EngineSample(t, {"a": (running - 1, gen / 2, aborts), "b": (1, gen / 2, 0.0)}))
         gen += running * 50 * 0.1
         t += 0.1
     return load
@@ -52,6 +55,7 @@ def test_every_hop_lets_go_in_time() -> None:
     assert v.row("upstream_let_go_s").measured == 0.05
     assert v.row("engine_running_back_s").measured <= 0.2
     assert v.row("generation_tokens_per_s_after").measured == 100.0
+    assert v.row("engine_aborted_requests").measured == 3
 
 
 def test_a_gateway_that_keeps_the_upstream_open_fails() -> None:
@@ -76,6 +80,13 @@ def test_an_engine_that_keeps_generating_fails_both_ways() -> None:
     assert v.row("engine_running_back_s").ok is False and v.row("engine_running_back_s").measured == "never"
     rate = v.row("generation_tokens_per_s_after")
     assert rate.ok is False and rate.measured == 250.0 and rate.limit == 150.0
+    aborts = v.row("engine_aborted_requests")
+    assert aborts.ok is False and aborts.measured == 0
+
+
+def test_aborts_counted_after_cancel_s_fail_and_uncounted_ones_are_not_proven() -> None:
+    assert _judge(engine=_engine(3.0)).row("engine_aborted_requests").ok is False
+    assert _judge(engine=_engine(0.1, counts_aborts=False)).row("engine_aborted_requests").unproven
 
 
 def test_an_engine_that_lets_go_late_fails() -> None:
@@ -86,7 +97,7 @@ def test_an_engine_that_lets_go_late_fails() -> None:
 def test_unobserved_hops_are_not_proven() -> None:
     v = _judge(rows=None, engine=None)
     assert {r.check for r in v.unproven} == {"upstream_let_go_s", "engine_running_back_s",
-                                              "generation_tokens_per_s_after"}
+                                              "generation_tokens_per_s_after", "engine_aborted_requests"}
     assert v.ok  # not proven is never a failure, and never a pass: the checklist says so
 
 
