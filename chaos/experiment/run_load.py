@@ -143,7 +143,7 @@ class LoadSteps(RunHandle):
         """The hang-up step (chaos.load.hangup) against the client endpoint (or `url`): the staying streams
         first, `baseline_s` of them alone once all stream (the baseline the engine must come back to), then
         the clients that hang up after their k-th token. Returns once every one of those hung up (or failed);
-        the staying streams go on, joined by `finish_streams(run)`."""
+        the staying streams go on until `HangUpRun.finish()` joins them."""
         env = self.env
         url = url or env.endpoints.api
         run = HangUpRun(step)
@@ -152,7 +152,7 @@ class LoadSteps(RunHandle):
                                                    api_key=env.endpoints.api_key, clock=self.clock)
             run.clients += stay
             streaming = self.poll(lambda: all(c.t_first_token or c.t_end for c in stay), timeout=step.deadline_s)
-            if stay and streaming and all(c.error is None for c in stay):
+            if streaming and all(c.error is None for c in stay):  # none staying: the baseline is an idle engine
                 t0 = self.clock()
                 self.method.wait(baseline_s)
                 run.baseline = (t0, self.clock())
