@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
+import pytest
+
 from chaos import Experiment, ExperimentRun, Run, StackHandle, SummaryCollector, faults
 from chaos import evidence as rep
 from chaos.experiment.events import VerdictReached
@@ -29,6 +31,15 @@ SLOW_FACTOR = 20  # the simulator's instant step x 20: 20 ms a decode step, ~50 
 STEP = HangUp(clients=4, after_tokens=60, stay=2, max_tokens=2000, deadline_s=90.0)
 AFTER_S = 1.5  # sweeps after cancel_s for the freed generation rate (the verdict needs >= 0.5 s of them)
 HELD_DEFECT = "upstream-held-after-disconnect"  # chaos/stack/gateway/defects.py, by name: suites never import it
+
+
+def _simulators_only(stack: StackHandle) -> None:
+    """The step's sizes (2000 tokens at ~50 tokens/s) are the simulator's; a real engine's pace is to be measured
+    first (docs/wip/cancel.md) before this scenario judges it."""
+    other = [t.name for t in stack.env.targets if stack.backend(t.name) != "simulator"]
+    if other:
+        pytest.skip(f"not proven: cancellation is sized for simulator replicas; {', '.join(other)} serve another "
+                    "engine, whose decode pace is not measured yet")
 
 
 def _cancel_steps(stack: StackHandle, url: str | None, out: list[Verdict]) -> Callable[[Run], None]:
@@ -61,6 +72,7 @@ def _cancel_steps(stack: StackHandle, url: str | None, out: list[Verdict]) -> Ca
 
 def test_hung_up_clients_free_the_engine(stack: StackHandle, run_experiment: Callable[..., ExperimentRun],
                                          summary: SummaryCollector) -> None:
+    _simulators_only(stack)
     rep.labels(epic="Resilience", feature="Cancellation", story="clients hang up mid-stream", suite="streams")
     rep.title(f"{STEP.clients} clients hang up after {STEP.after_tokens} tokens -> every hop lets go within "
               f"slas.cancel_s {stack.env.slas.cancel_s:g} s")
@@ -79,6 +91,7 @@ def test_a_gateway_that_holds_the_upstream_is_caught(stack: StackHandle,
         run_experiment: Callable[..., ExperimentRun], summary: SummaryCollector) -> None:
     """Negative control: the reference gateway with a planted defect reads the upstream on after its client
     left; the upstream and engine rows must fail."""
+    _simulators_only(stack)
     rep.labels(epic="Resilience", feature="Cancellation", story="negative control: upstream held", suite="streams")
     got: list[Verdict] = []
 
