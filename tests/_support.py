@@ -267,3 +267,55 @@ def strong_groups(graph: dict[str, set[str]]) -> list[set[str]]:
         if v not in index:
             visit(v)
     return groups
+
+
+CPU_CAP_PERCENT = 2  # a starved client: a CPU cgroup capped at 2 % of one core
+
+
+def _cpu_cgroup_parent() -> tuple[Path, str] | None:
+    """(where a child cgroup goes, "v1" or "v2") if this host lets us cap a cgroup's CPU."""
+    v2 = Path("/sys/fs/cgroup")
+    if (v2 / "cgroup.controllers").exists() and "cpu" in (v2 / "cgroup.subtree_control").read_text().split():
+        return v2, "v2"
+    v1 = Path("/sys/fs/cgroup/cpu")
+    if (v1 / "cpu.cfs_quota_us").exists():
+        return v1, "v1"
+    return None
+
+
+@contextmanager
+def cpu_capped_cgroup(percent: int = CPU_CAP_PERCENT) -> Iterator[Path]:
+    """The cgroup.procs file of a fresh CPU cgroup capped at `percent` % of one core (skip without root or a
+    CPU controller); removed on exit once the processes put in it are gone."""
+    import time
+    import uuid
+
+    import pytest
+
+    found = _cpu_cgroup_parent()
+    if found is None or os.geteuid() != 0:
+        pytest.skip("needs root and a CPU cgroup controller (cgroup v1 cpu or v2 cpu.max) to starve a client")
+    parent, kind = found
+    d = parent / f"llm-chaos-starve-{uuid.uuid4().hex[:8]}"
+    d.mkdir()
+    try:
+        if kind == "v2":
+            (d / "cpu.max").write_text(f"{percent * 1000} 100000")
+        else:
+            (d / "cpu.cfs_period_us").write_text("100000")
+            (d / "cpu.cfs_quota_us").write_text(str(percent * 1000))
+        yield d / "cgroup.procs"
+    finally:
+        for _ in range(50):  # its processes were killed; the cgroup empties as they are reaped
+            try:
+                d.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+def in_cgroup(procs: Path, cmd: str) -> str:
+    """A shell command line that joins the cgroup whose cgroup.procs is `procs`, then becomes `cmd`."""
+    import shlex
+
+    return f"echo $$ > {shlex.quote(str(procs))} && exec {cmd}"

@@ -15,6 +15,7 @@ from chaos.errors import ConfigError
 
 # the environments the wheel carries (`local`, the embedded default: links to environments/ in the clone)
 BUILTIN_DIR = Path(__file__).parent / "builtin"
+CHECKOUT = Path(__file__).resolve().parents[2]  # the llm-chaos checkout this package runs from (`make setup-vllm`'s .tools)
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -186,7 +187,29 @@ def parse(text: str, source: str | Path, environ: Mapping[str, str] | None = Non
     if env.monitoring is not None:  # rule files are taken from the folder of the file (a built-in's link: its target)
         real = path.resolve() if path.exists() else path
         env.monitoring.rule_files = [str(state_dir_for(f, real)) for f in env.monitoring.rule_files]
+    folder = (path.resolve() if path.exists() else path).parent
+    for t in env.targets:
+        if t.vllm is not None and t.kind == "process":  # a container's model path is the image's, not this host's
+            t.vllm.serve, t.vllm.model = vllm_path(t.vllm.serve, folder), vllm_path(t.vllm.model, folder)
     return env
+
+
+def vllm_path(value: str, folder: Path) -> str:
+    """A process target's relative `vllm.serve` or `vllm.model` path, made absolute where it exists: from the working directory,
+    else the environment file's folder, else the llm-chaos checkout (the defaults, `make setup-vllm`'s .tools),
+    so that a run from another directory (a team's own suite project) starts the same vLLM. Anything not found
+    is left as written: a model name for vLLM to fetch, or a missing install `chaos env check` names."""
+    p = Path(value).expanduser()
+    if p.is_absolute():
+        return value
+    try:
+        here = [Path.cwd()]
+    except OSError:  # a working directory removed under us: only the file's folder and the checkout
+        here = []
+    for base in (*here, folder, CHECKOUT):
+        if (base / p).exists():
+            return str(base / p)  # not resolved: a link to a venv's program must stay the link
+    return value
 
 
 def builtin_state_root(environ: Mapping[str, str]) -> Path:

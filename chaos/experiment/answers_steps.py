@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from chaos.experiment.budget import derived
 from chaos.verify.answers import answers_of
 
 if TYPE_CHECKING:
@@ -52,8 +53,10 @@ def _hold(sc: Run, phase: str, since: float | None, answers: int, timeout_s: flo
         seen[0] = len(answers_of(recs))
         return seen[0] >= answers
 
-    with sc.phase(phase, answers=answers):
-        sc.poll(enough, timeout=golden_wait_s(sc.env) if timeout_s is None else timeout_s, every=0.5)
+    wait = golden_wait_s(sc.env) if timeout_s is None else timeout_s
+    # the phase's budget is its own bounded wait, whatever suite it runs in (a team's own, too)
+    with sc.phase(phase, budget=derived(phase, wait, "its wait for answers"), answers=answers):
+        sc.poll(enough, timeout=wait, every=0.5)
     return seen[0]
 
 

@@ -72,11 +72,14 @@ class Watchdog:
     def __init__(self, budget: Budget, clock: Callable[[], float], *, t0: float | None = None) -> None:
         self.budget, self.clock = budget, clock
         self.t0 = clock() if t0 is None else t0
-        self.open: list[tuple[str, float]] = []  # (phase, start), outermost first
+        self.open: list[tuple[str, float, PhaseBudget | None]] = []  # (phase, start, its own budget), outermost first
         self.spent = False  # fired once, or disarmed: never raises again
 
-    def enter(self, phase: str) -> None:
-        self.open.append((phase, self.clock()))
+    def enter(self, phase: str, own: PhaseBudget | None = None) -> None:
+        """A phase starts; `own`: the budget of a wait whose bound the step itself was given (the scenario's
+        Budget does not know it, and a name like "steady state: golden answers" must not fall back to the
+        budget of "steady state")."""
+        self.open.append((phase, self.clock(), own))
 
     def leave(self, phase: str) -> None:
         for i in range(len(self.open) - 1, -1, -1):
@@ -93,8 +96,8 @@ class Watchdog:
         if self.spent:
             return
         now = self.clock()
-        for phase, start in reversed(self.open):
-            b = self.budget.get(phase)
+        for phase, start, own in reversed(self.open):
+            b = own or self.budget.get(phase)
             if b is not None and now - start > b.seconds:
                 self._fire(f"phase {phase!r} ran {now - start:.1f} s, its budget {b.seconds:.1f} s ({b.why})",
                            phase, b.seconds, now - start)

@@ -56,7 +56,7 @@ def is_shadow(release: Any) -> bool:
 def stage_verdict(env: Any, release: Any, gate: Any, window_s: float, records: list[Any],
                   stage: tuple[float | None, float | None],
                   pairs: Callable[[float], list[dict[str, Any]]] | None = None) -> Verdict:
-    """One stage's gate over `stage` (its inject..revert): the shadow gate for a shadow stage (its
+    """One stage's gate over `stage` (from its inject done to its revert begun): the shadow gate for a shadow stage (its
     baseline the `window_s` of steady state before it), else the live gate."""
     tol = Tolerance(max_diff_score=gate.max_diff_score, max_error_rate_delta=gate.max_error_rate_delta,
                     max_p99_ratio=gate.max_p99_ratio, p99_slack_s=gate.p99_slack_s, min_pairs=gate.min_pairs)
@@ -71,10 +71,11 @@ def stage_verdict(env: Any, release: Any, gate: Any, window_s: float, records: l
 
 def gate_verdicts(env: Any, release: Any, gate: Any, window_s: float,
                   pairs: Callable[[float], list[dict[str, Any]]] | None = None) -> list[Callable[[Any], Verdict]]:
-    """The verdicts of one game-day stage: `stage_verdict` over the run's inject..revert."""
+    """The verdicts of one game-day stage: `stage_verdict` over the time the stage was in place (its
+    inject done .. its revert begun: a request routed during either call may have met either release)."""
 
     def judge(run: Any) -> Verdict:
-        return stage_verdict(env, release, gate, window_s, run.records, (run.t_inject, run.t_revert), pairs)
+        return stage_verdict(env, release, gate, window_s, run.records, (run.t_inject, run.t_revert_began), pairs)
 
     judge.__name__ = "shadow gate" if is_shadow(release) else "live gate"
     return [judge]

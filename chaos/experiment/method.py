@@ -16,7 +16,7 @@ from typing import Any
 
 from chaos.errors import FaultNotEffective
 from chaos.experiment import events as ev
-from chaos.experiment.budget import Watchdog
+from chaos.experiment.budget import PhaseBudget, Watchdog
 from chaos.experiment.stop import StopSwitch
 
 
@@ -42,6 +42,7 @@ class Method:
         self.injected = False      # from the moment inject() is called: a half-injected fault is reverted too
         self.t_inject: float | None = None
         self.t_revert: float | None = None
+        self.t_revert_began: float | None = None  # the fault was fully in place from t_inject to here
 
     def publish(self, cls: type[ev.Event], *, t: float | None = None, **kw: Any) -> ev.Event:
         event = cls(t=self.clock() if t is None else t, experiment=self.name, **kw)
@@ -49,12 +50,13 @@ class Method:
         return event
 
     @contextmanager
-    def phase(self, name: str, **detail: Any) -> Iterator[None]:
+    def phase(self, name: str, *, budget: PhaseBudget | None = None, **detail: Any) -> Iterator[None]:
         """A named phase: PhaseStarted, then PhaseEnded with how it ended (an exception passes through).
-        A phase that returns past its budget fails all the same (BudgetExceeded)."""
+        A phase that returns past its budget (the scenario's, or `budget`: a wait bounded by its own
+        step) fails all the same (BudgetExceeded)."""
         self.publish(ev.PhaseStarted, phase=name, detail=detail)
         if self.watchdog is not None:
-            self.watchdog.enter(name)
+            self.watchdog.enter(name, budget)
         try:
             yield
             if self.watchdog is not None:
@@ -113,7 +115,7 @@ class Method:
             return
         self.injected = False
         fault = repr(self.fault)
-        t = self.clock()
+        t = self.t_revert_began = self.clock()
         try:
             self.fault.revert(check=check)
         except FaultNotEffective as e:

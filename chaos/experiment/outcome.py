@@ -50,6 +50,7 @@ class ExperimentRun:
     t_start: float = 0.0
     t_inject: float | None = None
     t_revert: float | None = None
+    t_revert_began: float | None = None  # the fault was fully in place from t_inject until here
     t_end: float = 0.0
     readings: list[tuple[str, Reading]] = field(default_factory=list)  # (when, reading)
     records: list[RequestRecord] = field(default_factory=list)

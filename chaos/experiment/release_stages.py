@@ -72,7 +72,7 @@ def run_stages(sc: Any, env: Any, plan: Plan, stages: list[PlanExperiment], sour
         start = sc.method.t_inject
         sc.hold(x.hold_s)
         sc.revert()
-        v = stage_verdict(env, x.release, x.gate or PlanGate(), window, sc.load.records(), (start, sc.method.t_revert))
+        v = stage_verdict(env, x.release, x.gate or PlanGate(), window, sc.load.records(), (start, sc.method.t_revert_began))
         v.name = f"{x.name}: {v.name}"
         v.data["source"] = f"{source.name}; users' records, the gateway's shadow pairs" if x.release.mirror \
             else f"{source.name}; users' records by attribute and serving pool"

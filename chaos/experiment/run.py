@@ -159,7 +159,8 @@ class Run(LoadSteps):
             for v in vs:
                 rep.attach_table(verdict_table(v.rows, title=v.name), name=v.name)
                 self.method.publish(ev.VerdictReached, name=f"{stage}: {v.name}", ok=v.ok,
-                                    failures=tuple(r.line() for r in v.failures), rows=tuple(r.line() for r in v.rows))
+                                    failures=tuple(r.line() for r in v.failures), rows=tuple(r.line() for r in v.rows),
+                                    unproven=tuple(r.line() for r in v.unproven))  # never read as "holds"
             for v in vs:
                 v.assert_ok()
 

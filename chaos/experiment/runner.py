@@ -195,7 +195,7 @@ class _Declared:
         try:
             self.run.method.revert(check=check)
         finally:
-            self.r.t_revert = self.run.method.t_revert
+            self.r.t_revert, self.r.t_revert_began = self.run.method.t_revert, self.run.method.t_revert_began
 
     def recover(self) -> None:
         """Until the hypothesis holds over a window that begins after the revert, within `until`."""

@@ -256,7 +256,7 @@ class ScheduleRunHandle(RunHandle):
                 self.verdicts.append(breaker_verdict(x.env, records, moves, t_end=t_end, healed_after_s=self.healed))
             for v in self.verdicts:
                 self.publish(ev.VerdictReached, name=v.name, ok=v.ok, failures=tuple(r.line() for r in v.failures),
-                             rows=tuple(r.line() for r in v.rows))
+                             rows=tuple(r.line() for r in v.rows), unproven=tuple(r.line() for r in v.unproven))
             status = "PASSED" if all(v.ok for v in self.verdicts) else "FAILED"
         self.publish(ev.ExperimentEnded, status=status, reason="; ".join(self.errors))
         self.moves = moves_of(moves, self.walked.t_start) if self.walked is not None else []

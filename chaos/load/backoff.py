@@ -6,7 +6,7 @@ import random
 from chaos.env.model import NON_RETRYABLE_STATUSES, RetryPolicy
 
 NON_RETRYABLE = NON_RETRYABLE_STATUSES
-RETRYABLE_ERRORS = frozenset({"reset", "timeout", "stream_cut", "error_chunk"})
+RETRYABLE_ERRORS = frozenset({"reset", "timeout", "stream_cut", "error_chunk", "aborted"})
 
 
 class Backoff:

@@ -24,6 +24,7 @@ ERROR_CLASSES = (
     "error_chunk",   # `data: {"error": ...}` inside a 200 stream
     "stream_corrupt",  # a chunk out of order by its stated count, more events than tokens, or unreadable events
     "wrong_model",   # answered, but by another model than the one asked for
+    "aborted",       # a 200 answer the server ended with finish_reason abort or error (vLLM's on SIGTERM)
     "other",
 )
 

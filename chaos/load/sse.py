@@ -76,6 +76,19 @@ def chunk_count(chunk: dict[str, object]) -> int | None:
     return n if isinstance(n, int) else None
 
 
+# the finish_reasons with which vLLM ends a request it dropped (its engine shutting down on SIGTERM,
+# an abort, an engine error): the answer is 200 and well-formed, but not a whole answer
+ABORTED_REASONS = frozenset({"abort", "error"})
+
+
+def aborted(finish_reason: str | None, events: int | None = None) -> tuple[str, str] | None:
+    """("aborted", why) when the server itself ended the answer with an abort or error finish_reason."""
+    if finish_reason not in ABORTED_REASONS:
+        return None
+    after = "" if events is None else f" after {events} content events"
+    return "aborted", f"the server ended it with finish_reason {finish_reason!r}{after}: not a whole answer"
+
+
 def stream_problem(*, done: bool, finish_reason: str | None, events: int, usage_out: int | None,
                    bad_json: int = 0, order: str | None = None) -> tuple[str, str] | None:
     """Why a 200 stream that carried no error chunk is still not a whole answer, or None when it is.
@@ -87,6 +100,8 @@ def stream_problem(*, done: bool, finish_reason: str | None, events: int, usage_
         return "stream_cut", f"stream ended without data: [DONE] after {events} content events"
     if finish_reason is None:
         return "stream_cut", f"[DONE] came without a finish_reason after {events} content events"
+    if (why := aborted(finish_reason, events)) is not None:
+        return why
     if order is not None:
         return "stream_corrupt", order
     if usage_out is not None and events > usage_out:

@@ -24,7 +24,7 @@ from locust.exception import StopUser
 
 from chaos.load import kstamp
 from chaos.load.records import RequestRecord, answer_digest
-from chaos.load.sse import StreamMeter, answer_text
+from chaos.load.sse import StreamMeter, aborted, answer_text
 from chaos.load.workloads import Prompt, body_maker
 
 if TYPE_CHECKING:
@@ -277,6 +277,11 @@ class LLMUser(FastHttpUser):
         rec.e2e = rec.ttft = _perf() - t0
         if "error" in data:
             rec.error, rec.error_detail = "error_chunk", json.dumps(data["error"])[:300]
+        choices = data.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            rec.finish_reason = choices[0].get("finish_reason")
+        if rec.error is None and (why := aborted(rec.finish_reason)) is not None:
+            rec.error, rec.error_detail = why
         rec.model_answered = data.get("model")
         if self.cfg.answers:
             rec.answer = answer_digest(answer_text(data))

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from chaos.load.records import RequestRecord
-from chaos.load.sse import ChunkOrder, chunk_count, stream_problem
+from chaos.load.sse import ChunkOrder, aborted, chunk_count, stream_problem
 
 
 @dataclass
@@ -125,6 +125,8 @@ def _read_json(resp: http.client.HTTPResponse, rec: RequestRecord, t0: float, cl
     usage = doc.get("usage") or {}
     rec.prompt_tokens = usage.get("prompt_tokens")
     rec.output_tokens = usage.get("completion_tokens")
+    if (why := aborted(rec.finish_reason)) is not None:
+        rec.error, rec.error_detail = why
     return _finish(rec, text, doc.get("model"))
 
 

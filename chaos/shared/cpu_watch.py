@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from chaos.shared.proc import stat_fields
+
 STARVED_RATIO = 10.0  # waited >= 10x its CPU time: far beyond a busy machine's fair share (about 1x-2x)
 STARVED_SHARE = 0.25  # ... and for at least a quarter of the time watched
 MIN_WAIT_S = 2.0  # less than this is scheduling noise whatever the ratio
@@ -57,23 +59,13 @@ def schedstat_readable() -> bool:
     return os.path.exists(f"/proc/{os.getpid()}/schedstat")
 
 
-def _session_and_group(pid: str) -> tuple[int, int] | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read().decode(errors="replace")
-    except OSError:
-        return None
-    rest = raw[raw.rindex(")") + 2:].split()
-    return int(rest[3]), int(rest[2])  # session, process group
-
-
 def _trees(leaders: set[int]) -> dict[int, list[int]]:
     """{leader: every live pid in the session or process group it leads}: a command started in a session
     of its own, or a process started as a group leader, and whatever it started. One pass over /proc."""
     out: dict[int, list[int]] = {x: [] for x in leaders}
     for name in os.listdir("/proc"):
-        if name.isdigit() and (sg := _session_and_group(name)) is not None:
-            for leader in {sg[0], sg[1]} & leaders:
+        if name.isdigit() and (rest := stat_fields(name)) is not None:
+            for leader in {int(rest[3]), int(rest[2])} & leaders:  # its session, its process group
                 out[leader].append(int(name))
     return out
 

@@ -26,15 +26,21 @@ if TYPE_CHECKING:
 STACK_PROCESS_GROUP = 0  # Popen(process_group=...): a new group led by the child
 
 
-def proc_stat(pid: int) -> tuple[str, int, int] | None:
-    """(state letter, pgrp, starttime ticks) of pid, or None if it does not exist."""
+def stat_fields(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state, ppid, pgrp, session, ...), or None if
+    pid does not exist (the name, in parentheses, may hold spaces and parentheses itself)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             raw = f.read().decode(errors="replace")
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
+    except OSError:
         return None
-    rest = raw[raw.rindex(")") + 2:].split()
-    return rest[0], int(rest[2]), int(rest[19])
+    return raw[raw.rindex(")") + 2:].split()
+
+
+def proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """(state letter, pgrp, starttime ticks) of pid, or None if it does not exist."""
+    rest = stat_fields(pid)
+    return None if rest is None else (rest[0], int(rest[2]), int(rest[19]))
 
 
 def state(pid: int) -> str | None:
@@ -78,14 +84,8 @@ def children(pid: int) -> list[int]:
     """All descendants of pid (recursive)."""
     parents: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    raw = f.read().decode(errors="replace")
-            except OSError:
-                continue
-            ppid = int(raw[raw.rindex(")") + 2:].split()[1])
-            parents.setdefault(ppid, []).append(int(name))
+        if name.isdigit() and (rest := stat_fields(name)) is not None:
+            parents.setdefault(int(rest[1]), []).append(int(name))
     out, todo = [], [pid]
     while todo:
         for c in parents.get(todo.pop(), []):

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from chaos.observe.timeline import Sample, Timeline
 
 WindowRow = tuple[float, int, float, float | None]  # t, calls, error rate, p99
-BREAKER_ERRORS = frozenset({"reset", "timeout", "stream_cut", "error_chunk"})
+BREAKER_ERRORS = frozenset({"reset", "timeout", "stream_cut", "error_chunk", "aborted"})
 
 
 def default_pool_of(served_by: str | None) -> str | None:

@@ -8,8 +8,9 @@ base URL handed to each client copy (`recorder.slot_url(i)`); a client that send
 Failure modes: 503, 500, 429 and 529 (NVIDIA Dynamo's "busy: back off"; both with `Retry-After` of any
 value when given, even below 0.5 s), reset (the TCP
 connection is aborted with RST), timeout (held without an answer until the client hangs up or
-`hold_s` passes), stream-cut (a 200 SSE stream closed without `[DONE]`), and 400/401/404 (every
-attempt fails: non-retryable).
+`hold_s` passes), stream-cut (a 200 SSE stream closed without `[DONE]`), abort-finish (a whole 200
+answer, stream or not, that ends with no token and `finish_reason: "abort"`: vLLM's answer when it
+shuts down on SIGTERM), and 400/401/404 (every attempt fails: non-retryable).
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from aiohttp import web
 
 from chaos.errors import ConfigError, StackError
 
-RETRYABLE_FAILURES = ("503", "500", "429", "529", "reset", "timeout", "stream-cut")
+RETRYABLE_FAILURES = ("503", "500", "429", "529", "reset", "timeout", "stream-cut", "abort-finish")
 WITH_RETRY_AFTER = ("429", "529")
 NON_RETRYABLE_FAILURES = ("400", "401", "404")
 FAILURES = RETRYABLE_FAILURES + NON_RETRYABLE_FAILURES
@@ -238,6 +239,8 @@ class Recorder:
                 await asyncio.sleep(0.002)
             _abort(request)
             raise asyncio.CancelledError()
+        if mode == "abort-finish":
+            return await self._aborted(request, a, model)
         # stream-cut: a 200 that opens (vLLM's empty role chunk) and stops before its first token and
         # without [DONE]; a cut after a token must not be retried, so it cannot test backoff
         resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
@@ -250,6 +253,20 @@ class Recorder:
         await asyncio.sleep(0.02)
         _abort(request)
         raise asyncio.CancelledError()
+
+    async def _aborted(self, request: web.Request, a: Arrival, model: str) -> web.StreamResponse:
+        """A well-formed 200 that carries no token and ends with finish_reason "abort" (vLLM on SIGTERM)."""
+        if not a.stream:
+            choice = {"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "abort"}
+            return web.json_response({"id": "chatcmpl-aborted", "object": "chat.completion", "created": int(time.time()),
+                                      "model": model, "choices": [choice]})
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for ev in (_chunk(model, "", None, role=True), _chunk(model, "", "abort")):
+            await resp.write(b"data: " + json.dumps(ev).encode() + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
 
     async def _answer(self, request: web.Request, a: Arrival, body: dict[str, Any], chat: bool) -> web.StreamResponse:
         model = self.answer_model or str(body.get("model") or self.model)

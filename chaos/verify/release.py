@@ -87,8 +87,12 @@ def _items(records: Iterable[RequestRecord]) -> list[tuple[str, bool, float | No
 
 
 def _final_in(records: Iterable[RequestRecord], window: tuple[float, float]) -> list[RequestRecord]:
+    """The final records routed inside `window`: sent in it and answered before it closed. The gateway
+    routes a request when it arrives, not when the client sent it, so one sent just before the
+    release changed may meet the next release; only a request whose whole life lies inside the
+    window is known to have met this one."""
     a, b = window
-    return [r for r in records if r.final and r.outcome != "abandoned" and a <= r.t_send < b]
+    return [r for r in records if r.final and r.outcome != "abandoned" and a <= r.t_send and r.t_end < b]
 
 
 def _canary(r: RequestRecord, canary: str) -> bool:

@@ -49,12 +49,18 @@ def _ended(out: Path) -> dict[str, str]:
     return {e["experiment"]: e["status"] for e in _events(out, "ExperimentEnded")}
 
 
+def _why(out: Path, text: str) -> str:
+    """The failed gate rows first (the output's tail is cut short in CI), then the output's tail."""
+    failed = [f"{e['experiment']}: {e['name']}: {f}" for e in _events(out, "VerdictReached") for f in e["failures"]]
+    return "\n".join(failed) + "\n" + text[-3000:]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(700)
 def test_the_gray_release_runs_its_three_stages(tmp_path):
     p, text, out, _ = _run(tmp_path, None)
     ended = _ended(out)
-    assert list(ended.values()) == ["PASSED"] * 3 and p.returncode == 0, (ended, text[-4000:])
+    assert list(ended.values()) == ["PASSED"] * 3 and p.returncode == 0, (ended, _why(out, text))
     verdicts = [(e["experiment"], e["name"], e["ok"]) for e in _events(out, "VerdictReached")]
     # beside each gate, the environment's monitoring row (the stages expect no alert: shown, unjudged)
     gates = [v for v in verdicts if not v[1].startswith("monitoring: ")]

@@ -62,7 +62,10 @@ def test_planted_corruption_fails_naming_the_requests(stack, run_experiment, sum
         for f in planted:
             f.revert(check=False)
     names = {f.name for f in planted}
-    corrupted = {r["request_id"] for r in log.rows if set(str(r.get("rule") or "").split(",")) & names}
+    # the load's answers only: the run's completion probers pass the same proxies and get corrupted too (on
+    # real vLLM, 6 of 16 corrupted), but they are no answers of the load, which is what the verdict judges
+    corrupted = {r["request_id"] for r in log.rows if set(str(r.get("rule") or "").split(",")) & names
+                 and not str(r["request_id"]).startswith("probe-")}
     wrong = e.value.evidence["data"]["wrong"]
     print("PLANTED", hits, "corrupted", len(corrupted), "named", len(wrong))
     assert wrong and set(wrong) <= corrupted, (sorted(wrong)[:5], sorted(corrupted)[:5])

@@ -223,7 +223,9 @@ def test_a_vllm_target_becomes_a_vllm_serve_command() -> None:
     assert (a.nice, b.nice) == (0, 0) and b.env["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"
     args = a.command[1:]
     # replica-a is compiled (its 4 s timeout needs the first step warm), replica-b eager
-    assert args[0] == ".tools/vllm/models/tiny-llama" and "--enforce-eager" not in args
+    # the checkout's model (made absolute once `make setup-vllm` has put it there, for runs from elsewhere)
+    repo = Path(__file__).resolve().parents[3]
+    assert Path(args[0]).absolute() == repo / ".tools/vllm/models/tiny-llama" and "--enforce-eager" not in args
     assert "--enforce-eager" in b.command[1:]
     assert args[args.index("--tensor-parallel-size") + 1] == "2" and args[args.index("--port") + 1] == "19201"
     assert args[args.index("--served-model-name") + 1] == "sim-model"

@@ -1,7 +1,8 @@
 """A tiny vLLM-like SSE server for tests, with purpose-built misbehaviours selected by URL prefix.
 
 `http://127.0.0.1:P/<mode>/v1/chat/completions`: modes ok, reset, timeout, cut, error_chunk,
-http500, http429, wrong_model, flaky (503 on the first attempt of each x-request-id), slow.
+http500, http429, wrong_model, flaky (503 on the first attempt of each x-request-id), slow, aborted (a
+whole 200 whose last chunk says finish_reason "abort", as vLLM ends its streams on SIGTERM).
 Keeps a ground-truth log like the simulator's: request_id, t_arrival, t_first_token, t_finish.
 """
 from __future__ import annotations
@@ -13,10 +14,10 @@ import time
 
 from aiohttp import web
 
-MODES = ("ok", "reset", "timeout", "cut", "error_chunk", "http500", "http429", "wrong_model", "flaky", "slow")
+MODES = ("ok", "reset", "timeout", "cut", "error_chunk", "http500", "http429", "wrong_model", "flaky", "slow", "aborted")
 # `rotate` cycles through these, one per request, so one run meets every error class
 SMALL_CLASSES = {"short": 32, "long": 128, "xl": 512}  # prompt classes small enough for tests
-ROTATION = ("ok", "reset", "timeout", "cut", "error_chunk", "http500", "wrong_model")
+ROTATION = ("ok", "reset", "timeout", "cut", "error_chunk", "http500", "wrong_model", "aborted")
 
 
 def _chunk(api: str, model: str, text: str | None, finish: str | None = None, role: bool = False) -> bytes:
@@ -108,7 +109,8 @@ class SSEServer:
         if not body.get("stream"):
             text = "x" * self.tokens
             entry["t_first_token"] = entry["t_finish"] = time.time()
-            return web.json_response({"model": model, "choices": [{"text": text}],
+            fin = "abort" if mode == "aborted" else "length"
+            return web.json_response({"model": model, "choices": [{"text": text, "finish_reason": fin}],
                                       "usage": {"prompt_tokens": 3, "completion_tokens": self.tokens}})
         answered = "other-model" if mode == "wrong_model" else model
         resp = web.StreamResponse(headers={"content-type": "text/event-stream", "x-served-by": "test-a"})
@@ -120,7 +122,8 @@ class SSEServer:
                 await asyncio.sleep(self.token_delay_s or 0.05)
             if i == 0:
                 entry["t_first_token"] = time.time()
-            await resp.write(_chunk(api, answered, f"t{i} ", "length" if i == self.tokens - 1 else None))
+            last = "abort" if mode == "aborted" else "length"
+            await resp.write(_chunk(api, answered, f"t{i} ", last if i == self.tokens - 1 else None))
             if mode == "cut" and i == 1:
                 request.transport.close()
                 return resp

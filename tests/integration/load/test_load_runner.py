@@ -41,7 +41,7 @@ def test_every_error_class_is_recognised(sse_server, tmp_path):
                    classes=SMALL_CLASSES, timeout_s=0.4)
     truth = _by_id(sse_server.log)
     expected = {"ok": None, "reset": "reset", "timeout": "timeout", "cut": "stream_cut",
-                "error_chunk": "error_chunk", "http500": "http", "wrong_model": "wrong_model"}
+                "error_chunk": "error_chunk", "http500": "http", "wrong_model": "wrong_model", "aborted": "aborted"}
     seen = {}
     for r in res.records:
         mode = truth[r.request_id]["mode"]

@@ -29,7 +29,7 @@ def client(url: str, sleep: FakeSleep, policy: RetryPolicy = POLICY, **kw) -> Re
     return ResilientClient(url, policy, sleep=sleep, rng=random.Random(1), timeout_s=kw.pop("timeout_s", 2.0), **kw)
 
 
-@pytest.mark.parametrize("failure", ["503", "500", "429", "529", "reset", "timeout", "stream-cut"])
+@pytest.mark.parametrize("failure", ["503", "500", "429", "529", "reset", "timeout", "stream-cut", "abort-finish"])
 @pytest.mark.parametrize("stream", [False, True])
 def test_retries_each_failure_then_succeeds(failure: str, stream: bool) -> None:
     sleep = FakeSleep()
@@ -51,12 +51,12 @@ def test_retries_each_failure_then_succeeds(failure: str, stream: bool) -> None:
 
 def test_error_classes_are_the_record_vocabulary() -> None:
     seen = {}
-    for failure in ("503", "reset", "timeout", "stream-cut"):
+    for failure in ("503", "reset", "timeout", "stream-cut", "abort-finish"):
         with Recorder(failure, 1, hold_s=5) as rec:
             res = client(rec.slot_url(0), FakeSleep(), timeout_s=0.3).chat("hi", stream=True)
         seen[failure] = (res.records[0].error, res.records[0].status)
     assert seen == {"503": ("http", 503), "reset": ("reset", None), "timeout": ("timeout", None),
-                    "stream-cut": ("stream_cut", 200)}
+                    "stream-cut": ("stream_cut", 200), "abort-finish": ("aborted", 200)}
 
 
 @pytest.mark.parametrize("failure", ["400", "401", "404"])

@@ -6,12 +6,10 @@ client verdicts), never a FAIL and never a wait to the time limit; the same clie
 Needs root and a CPU cgroup controller (v1 `cpu` or v2 `cpu.max`); skipped with the reason without."""
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,57 +19,22 @@ from chaos.env import RetryPolicy
 from chaos.verify.backoff_run import check_backoff
 from chaos.verify.recorder import Recorder
 from chaos.verify.streams import client_verdict, run_client_command, steady_verdict
+from tests._support import cpu_capped_cgroup, in_cgroup
 
 ROOT = Path(__file__).resolve().parents[3]
 CLIENT = f"{shlex.quote(sys.executable)} {ROOT / 'examples' / 'clients' / 'reference_client.py'} {{base_url}}"
-CAP_PERCENT = 2
-
-
-def _cpu_cgroup_parent() -> tuple[Path, str] | None:
-    """(where a child cgroup goes, "v1" or "v2") if this host lets us cap a cgroup's CPU."""
-    v2 = Path("/sys/fs/cgroup")
-    if (v2 / "cgroup.controllers").exists() and "cpu" in (v2 / "cgroup.subtree_control").read_text().split():
-        return v2, "v2"
-    v1 = Path("/sys/fs/cgroup/cpu")
-    if (v1 / "cpu.cfs_quota_us").exists():
-        return v1, "v1"
-    return None
 
 
 @pytest.fixture
 def capped() -> Iterator[Path]:
-    """The cgroup.procs file of a fresh CPU cgroup capped at CAP_PERCENT % of one core."""
-    found = _cpu_cgroup_parent()
-    if found is None or os.geteuid() != 0:
-        pytest.skip("needs root and a CPU cgroup controller (cgroup v1 cpu or v2 cpu.max) to starve a client")
-    parent, kind = found
-    d = parent / f"llm-chaos-starve-{uuid.uuid4().hex[:8]}"
-    d.mkdir()
-    try:
-        if kind == "v2":
-            (d / "cpu.max").write_text(f"{CAP_PERCENT * 1000} 100000")
-        else:
-            (d / "cpu.cfs_period_us").write_text("100000")
-            (d / "cpu.cfs_quota_us").write_text(str(CAP_PERCENT * 1000))
-        yield d / "cgroup.procs"
-    finally:
-        for _ in range(50):  # its clients were killed; the cgroup empties as they are reaped
-            try:
-                d.rmdir()
-                break
-            except OSError:
-                time.sleep(0.1)
-
-
-def _in(procs: Path, cmd: str) -> str:
-    """cmd run inside the cgroup: the shell joins it, then becomes the client."""
-    return f"echo $$ > {shlex.quote(str(procs))} && exec {cmd}"
+    with cpu_capped_cgroup() as procs:
+        yield procs
 
 
 def test_backoff_check_says_not_proven_for_a_starved_client_and_pass_for_it_uncapped(capped: Path):
     chaos = [sys.executable, "-m", "chaos.cli", "backoff-check", "--clients", "4", "--client-cmd"]
     t0 = time.monotonic()
-    r = subprocess.run([*chaos, _in(capped, CLIENT)], capture_output=True, text=True, timeout=180)
+    r = subprocess.run([*chaos, in_cgroup(capped, CLIENT)], capture_output=True, text=True, timeout=180)
     took = time.monotonic() - t0
     out = " ".join(r.stdout.split())
     assert r.returncode == 1 and "FAIL" not in out, out[-1500:]
@@ -82,7 +45,7 @@ def test_backoff_check_says_not_proven_for_a_starved_client_and_pass_for_it_unca
 
 
 def test_the_clients_suite_s_check_on_a_starved_busy_529_client_is_not_proven(capped: Path):
-    v = check_backoff(_in(capped, CLIENT), RetryPolicy(), failure="529", fail_first=3, clients=2)
+    v = check_backoff(in_cgroup(capped, CLIENT), RetryPolicy(), failure="529", fail_first=3, clients=2)
     assert not v.failures, [r.line() for r in v.failures]
     assert v.rows[0].check == "client_cpu" and v.rows[0].unproven.startswith("the host starved the client ("), v.rows[0]
     assert v.data["client_cpu"] and all(u is not None for u in v.data["client_cpu"].values())
@@ -95,7 +58,7 @@ def test_the_streams_verdicts_on_a_starved_client_are_not_proven_and_uncapped_pa
         assert fed.ok and fed.shown and fed.cpu is not None and not fed.cpu.starved, fed
         truth = fed.shown
         t0 = time.monotonic()
-        starved = run_client_command("reference", _in(capped, CLIENT), url, timeout_s=120)
+        starved = run_client_command("reference", in_cgroup(capped, CLIENT), url, timeout_s=120)
         took = time.monotonic() - t0
     assert took < 30, f"a starved client command was waited on for {took:.0f} s"
     assert not starved.ok and starved.cpu is not None and starved.cpu.starved and not starved.timed_out, starved

@@ -143,3 +143,18 @@ def test_suite_of_a_test_path():
     assert budgets.suite_of(("/", "r", "suites", "recovery", "test_recovery.py")) == "recovery"
     assert budgets.suite_of(("/", "r", "tests", "experiment", "test_budget.py")) is None
     assert budgets.suite_of(("/", "r", "suites", "test_top.py")) is None
+
+
+def test_a_wait_with_its_own_bound_is_held_to_that_not_to_its_prefix_s(tmp_path):
+    """The golden answers' wait in a suite whose budget does not name it (a team's own): its own bound, not
+    the 3 s pre-fault check's budget its name begins with."""
+    from chaos.experiment.answers_steps import PHASE, collect_golden
+
+    sc, now = _scenario(tmp_path, Budget([PhaseBudget("steady state", 33.0, "the 3 s pre-fault check + margin"),
+                                          PhaseBudget("verify", 600.0, "judging")]))
+    sc.load = type("Load", (), {"records": staticmethod(lambda: [])})()
+    assert collect_golden(sc, timeout_s=240.0) == 0  # waited its 240 s out: no BudgetExceeded at 33 s
+    assert now[0] >= 1240.0
+    with pytest.raises(BudgetExceeded, match=rf"phase '{PHASE}' ran 300\.0 s, its budget 270\.0 s \(its wait"):
+        with sc.phase(PHASE, budget=PhaseBudget(PHASE, 270.0, "its wait for answers 240 s + margin")):
+            now[0] += 300.0

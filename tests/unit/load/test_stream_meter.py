@@ -40,6 +40,7 @@ STREAMS = {
     "error-chunk": splice(5, b'data: {"error": {"message": "boom", "code": 500}}'),
     "cut": SIM[:SIM.index(b"data: [DONE]")],
     "no-finish": splice(15, content(b" end")),  # the finish chunk (16th) without its finish_reason
+    "aborted": SIM.replace(b'"finish_reason":"length"', b'"finish_reason":"abort"'),  # vLLM's stream on SIGTERM
     "truncated-chunk": splice(4, LINES[4][:-3]),  # `"finish_reason":null,...` still in it, `}]}` gone
     "not-json": splice(4, b"data: {nonsense"),
     "control-char": splice(4, content(b"a\x01b")),
@@ -131,7 +132,7 @@ def test_the_recorded_stream_takes_the_template_and_reads_right(monkeypatch: pyt
 @pytest.mark.parametrize(("name", "error"), [
     ("truncated-chunk", "stream_corrupt"), ("not-json", "stream_corrupt"), ("control-char", "stream_corrupt"),
     ("invalid-utf8", "stream_corrupt"), ("error-chunk", "error_chunk"), ("cut", "stream_cut"),
-    ("no-finish", "stream_cut"),
+    ("no-finish", "stream_cut"), ("aborted", "aborted"),
 ])
 def test_a_malformed_or_failed_stream_is_caught(name: str, error: str) -> None:
     rec = received(STREAMS[name], [])

@@ -95,6 +95,8 @@ def test_a_run_whose_load_generator_was_starved_judges_nothing_and_says_why(tmp_
     why = [r.unproven for h in heard for r in h.unproven]
     assert why and why[0].startswith("the host starved the load generator (0.40 s of CPU in 60.0 s;"), why
     run.close()
+    said = (tmp_path / "summary.md").read_text()  # the journal never reads a not-proven verdict as holding
+    assert "the load generator ran: not proven: load_generator_cpu" in said, said
 
 
 def test_a_run_whose_load_generator_ran_keeps_its_fail(tmp_path: Path):

@@ -92,6 +92,21 @@ def test_a_vip_request_on_the_canary_fails_the_live_stage():
     assert row.ok is False and row.measured > 0 and "x-user-tier=vip" in row.detail
 
 
+def test_a_request_still_in_flight_when_the_stage_ends_is_not_judged_by_it():
+    # sent before the rollback began, routed after it (the restored release lets the canary serve
+    # everyone): it met the next release, not this one
+    recs = users(canary_every=4, attrs=lambda i: {"x-user-tier": "standard"})
+    late = RequestRecord("late", 1, DURING[1] - 0.01, e2e=0.05, status=200, served_by="canary/x", prompt_class="short",
+                         outcome="succeeded", attrs={"x-user-tier": "vip"})
+    v = live_gate([*recs, late], during=DURING, admit={"x-user-tier": ["standard"]})
+    assert v.ok and v.row("canary answers outside the stage").measured == 0, [r.line() for r in v.rows]
+    # the same request answered before the rollback began was routed by this stage: a stray
+    early = RequestRecord("early", 1, DURING[1] - 0.1, e2e=0.05, status=200, served_by="canary/x", prompt_class="short",
+                          outcome="succeeded", attrs={"x-user-tier": "vip"})
+    v = live_gate([*recs, early], during=DURING, admit={"x-user-tier": ["standard"]})
+    assert v.row("canary answers outside the stage").measured == 1
+
+
 def test_pairs_are_timed_at_the_replicas_where_the_fault_proxies_logged_both_sides():
     from chaos.experiment.gates import replica_timed
 

@@ -82,6 +82,8 @@ def test_gateway_verdict_counts_exactly_the_broken_streams():
     ({"done": True, "finish_reason": None, "events": 3, "usage_out": None}, "stream_cut"),
     ({"done": True, "finish_reason": "length", "events": 4, "usage_out": 3}, "stream_corrupt"),
     ({"done": True, "finish_reason": "length", "events": 3, "usage_out": 3, "bad_json": 1}, "stream_corrupt"),
+    ({"done": True, "finish_reason": "abort", "events": 4, "usage_out": 4}, "aborted"),  # vLLM on SIGTERM
+    ({"done": True, "finish_reason": "error", "events": 0, "usage_out": 0}, "aborted"),
 ])
 def test_stream_problem(kw, expect):
     got = stream_problem(**kw)
