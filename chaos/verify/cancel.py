@@ -66,6 +66,9 @@ def _why_not(hung: list[StreamClient], k: int) -> str:
     return f"; {len(bad)} did not: {c.request_id} saw {c.tokens} tokens ({c.error or 'ended first'})"
 
 
+MINTED_ID_PREFIX = "fp-"  # the id the fault proxy gives a request that came without x-request-id (upstream.go)
+
+
 def _upstream_rows(v: Verdict, hung: list[StreamClient], rows: Sequence[dict[str, Any]] | None, cancel_s: float,
                    read_at: float, why: str) -> None:
     check = "upstream_let_go_s"
@@ -74,6 +77,17 @@ def _upstream_rows(v: Verdict, hung: list[StreamClient], rows: Sequence[dict[str
                      "logs when the gateway's upstream request ended")
         return
     by_id = {r.get("request_id"): r for r in rows}
+    missing = [c.request_id for c in hung if c.request_id not in by_id]
+    since = min(c.t_sent for c in hung)
+    minted = [r for r in rows if str(r.get("request_id") or "").startswith(MINTED_ID_PREFIX)
+              and float(r.get("t_arrival") or 0.0) >= since]
+    if missing and minted:
+        # the fault proxy names a request that came without x-request-id itself: this gateway did not pass the
+        # clients' ids on, so a missing line is no proof that the request is still open
+        v.not_proven(check, cancel_s, None, f"the gateway did not pass x-request-id on: the fault proxies logged "
+                     f"{len(minted)} request(s) under their own ids ({minted[0].get('request_id')}, ...) since the "
+                     f"clients sent, so {len(missing)} hung-up request(s) cannot be found in their log")
+        return
     let_go: list[float] = []
     held: list[str] = []
     for c in hung:

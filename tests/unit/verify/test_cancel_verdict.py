@@ -70,6 +70,18 @@ def test_an_upstream_still_open_when_the_log_is_read_fails() -> None:
     assert r.ok is False and "h1 still open 5.0 s after its client left" in r.detail
 
 
+def test_a_gateway_that_drops_the_request_ids_is_not_proven_not_held() -> None:
+    # LiteLLM does not pass x-request-id on: the fault proxy logs the aborted requests under its own fp- ids, and the
+    # clients' ids are nowhere in its log. That is no proof that they are still open (the engine let them go).
+    minted = [{"request_id": f"fp-{i:032x}", "t_arrival": T - 1.55, "t_finish": T + 0.05, "outcome": "abort"}
+              for i in range(3)]
+    r = _judge(rows=minted).row("upstream_let_go_s")
+    assert r.ok is None and r.unproven and "did not pass x-request-id on" in r.unproven, r.line()
+    # the same log without the minted lines: every id missing reads as held open (the negative control's case)
+    r = _judge(rows=[]).row("upstream_let_go_s")
+    assert r.ok is False and "still open" in r.detail
+
+
 def test_a_log_read_before_cancel_s_is_not_proven() -> None:
     r = _judge(rows=_proxy(ids=1), read_at=T + 0.5).row("upstream_let_go_s")
     assert r.ok is None and r.unproven
