@@ -54,6 +54,14 @@ def _abort_row(v: Verdict, hung: int, engine: EngineLoad | None, cancel_s: float
                      "(request_success_total{finished_reason=\"abort\"}) from the baseline to cancel_s after the hang-up")
         return
     n = int(by[-1] - before[0])
+    if n == 0 and counts[-1][1] == before[0]:  # not late: never, over the whole sweep
+        # vLLM 0.32 drops a request its client left without finish stats (OutputProcessor.abort_requests), so its
+        # abort counter never moves for a hang-up (measured: 0 of 4 on local-vllm while the upstream let go in
+        # 0.03 s and running requests fell 6 -> 2): the running and generation rows judge the freeing there
+        v.add("engine_aborted_requests", hung, n, None, "the engines counted no abort at all: an engine that does not "
+              "count its clients' hang-ups (vLLM's request_success_total{finished_reason=\"abort\"} counts only its "
+              "own aborts); the running requests and generation rate rows judge whether it let them go")
+        return
     v.add("engine_aborted_requests", hung, n, n >= hung, f"aborts counted by the engines from the baseline to "
           f"cancel_s after the hang-up, against {hung} clients hung up")
 

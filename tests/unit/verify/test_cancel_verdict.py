@@ -92,13 +92,26 @@ def test_an_engine_that_keeps_generating_fails_both_ways() -> None:
     assert v.row("engine_running_back_s").ok is False and v.row("engine_running_back_s").measured == "never"
     rate = v.row("generation_tokens_per_s_after")
     assert rate.ok is False and rate.measured == 250.0 and rate.limit == 150.0
+    # a counter that never moved cannot tell an engine that kept generating from one that does not count its
+    # clients' aborts (vLLM 0.32): the two rows above fail this engine, the abort row judges nothing
     aborts = v.row("engine_aborted_requests")
-    assert aborts.ok is False and aborts.measured == 0
+    assert aborts.ok is None and aborts.measured == 0 and not v.ok
 
 
 def test_aborts_counted_after_cancel_s_fail_and_uncounted_ones_are_not_proven() -> None:
     assert _judge(engine=_engine(3.0)).row("engine_aborted_requests").ok is False
     assert _judge(engine=_engine(0.1, counts_aborts=False)).row("engine_aborted_requests").unproven
+
+
+def test_an_engine_that_never_counts_its_clients_aborts_leaves_the_row_unjudged() -> None:
+    # vLLM 0.32: the abort counter never moves for a hang-up; the running and rate rows still judge the freeing
+    never = _engine(0.1)
+    for smp in never.samples:
+        smp.replicas["a"] = (*smp.replicas["a"][:2], 7.0)
+    v = _judge(engine=never)
+    r = v.row("engine_aborted_requests")
+    assert r.ok is None and r.measured == 0 and "does not count its clients' hang-ups" in r.detail, r.line()
+    assert v.ok and v.row("engine_running_back_s").ok is True
 
 
 def test_an_engine_that_lets_go_late_fails() -> None:
