@@ -18,7 +18,8 @@ OOM_MSG = "CUDA out of memory. Tried to allocate 2.00 GiB"
 class Upstream:
     """Modes: ok, http500, oom500, busy (`busy_status`, 529 unless set: Dynamo's overload answer), oom_chunk,
     cut, reset (the connection closed once the request is read, before any answer), no_finish, duplicate,
-    other_answer, aborted (a well-formed 200 whose finish_reason is "abort", as vLLM answers at a SIGTERM), slow. Keeps what it received."""
+    other_answer, aborted (a well-formed 200 whose finish_reason is "abort", as vLLM answers at a SIGTERM),
+    slow. Keeps what it received."""
 
     def __init__(self, name: str, mode: str = "ok") -> None:
         self.name, self.mode = name, mode
