@@ -143,7 +143,7 @@ class LoadSteps(RunHandle):
         """The hang-up step (chaos.load.hangup) against the client endpoint (or `url`): the staying streams
         first, `baseline_s` of them alone once all stream (the baseline the engine must come back to), then
         the clients that hang up after their k-th token. Returns once every one of those hung up (or failed);
-        the staying streams go on until `HangUpRun.finish()` joins them."""
+        the staying streams go on until `HangUpRun.finish()` closes them."""
         env = self.env
         url = url or env.endpoints.api
         run = HangUpRun(step)
@@ -161,7 +161,7 @@ class LoadSteps(RunHandle):
                                        api_key=env.endpoints.api_key, clock=self.clock)
             run.clients += hung
             self.poll(lambda: all(c.t_end for c in hung), timeout=step.deadline_s + 10.0)
-            join()
+            join(False)
         self.method.publish(ev.Noted, what="clients_hung_up", detail={
             "clients": sum(1 for c in hung if c.hung_up), "after_tokens": step.after_tokens,
             "t_last_hangup": run.t_last_hangup})

@@ -1,5 +1,6 @@
 """Clients that hang up: N streaming requests whose clients close their TCP connections after the k-th
-token, beside `stay` streams that read to the end (the load that remains).
+token, beside `stay` streams that read on (the load that remains) until the harness has judged and closes them:
+a slow engine (vLLM on CPU decodes a few dozen tokens a second) need not finish their answers.
 
 Each client is a plain socket speaking HTTP/1.1 (no pool, no keep-alive reuse), so "hang up" is what a
 closed browser tab does: shutdown(SHUT_RDWR) and close(), a FIN on the wire, at the moment the k-th token
@@ -23,6 +24,7 @@ from typing import Any
 from chaos.errors import ConfigError
 
 MAX_CLIENTS = 64
+STOP_POLL_S = 0.5  # a stream the harness closes ends within this of being told
 HANGUP, STAY = "hangup", "stay"
 
 
@@ -74,11 +76,12 @@ class HangUpRun:
     step: HangUp
     clients: list[StreamClient] = field(default_factory=list)
     baseline: tuple[float, float] | None = None  # the window in which only the staying streams ran
-    join_stayers: Callable[[], None] = lambda: None  # waits for the staying streams to end
+    join_stayers: Callable[[bool], None] = lambda close: None  # ends the staying streams (close: now)
 
-    def finish(self) -> HangUpRun:
-        """Wait for the staying streams to end (each by the step's deadline)."""
-        self.join_stayers()
+    def finish(self, *, close: bool = True) -> HangUpRun:
+        """End the staying streams: closed now (the verdict no longer needs the load they stood for), or
+        (close=False) read to their end, each by the step's deadline."""
+        self.join_stayers(close)
         return self
 
     def of(self, role: str) -> list[StreamClient]:
@@ -186,7 +189,7 @@ def _request_bytes(parts: urllib.parse.SplitResult, rid: str, step: HangUp, mode
 
 
 def _one(url: str, client: StreamClient, step: HangUp, model: str, api_key: str | None,
-         go: threading.Event, clock: Callable[[], float]) -> None:
+         go: threading.Event, stop: threading.Event, clock: Callable[[], float]) -> None:
     parts = urllib.parse.urlsplit(url)
     reader, deadline = StreamReader(), time.monotonic() + step.deadline_s
     sock: socket.socket | None = None
@@ -204,7 +207,9 @@ def _one(url: str, client: StreamClient, step: HangUp, model: str, api_key: str 
             if left <= 0:
                 client.error = f"given up at the step's deadline ({step.deadline_s:g} s)"
                 break
-            sock.settimeout(min(left, 5.0))
+            if stop.is_set():  # the harness is done with this stream: closed, not an error of the server's
+                break
+            sock.settimeout(min(left, STOP_POLL_S))
             try:
                 data = sock.recv(65536)
             except TimeoutError:
@@ -239,23 +244,26 @@ def _one(url: str, client: StreamClient, step: HangUp, model: str, api_key: str 
 
 
 def start_streams(url: str, step: HangUp, role: str, *, model: str, api_key: str | None = None,
-                  clock: Callable[[], float] = time.time) -> tuple[list[StreamClient], Callable[[], None]]:
+                  clock: Callable[[], float] = time.time) -> tuple[list[StreamClient], Callable[[bool], None]]:
     """Start the step's clients of `role` against `url` at once (HANGUP: `step.clients` that hang up after
-    `step.after_tokens` tokens; STAY: `step.stay` that read to the end); returns them (filled in as they go)
-    and a join() that waits for them (each ends by the step's deadline at the latest)."""
+    `step.after_tokens` tokens; STAY: `step.stay` that read on); returns them (filled in as they go) and a
+    join(close) that waits for them: close=True tells them to close first; either way each ends by the step's
+    deadline at the latest."""
     count = step.clients if role == HANGUP else step.stay
     clients: list[StreamClient] = []
-    go, threads = threading.Event(), list[threading.Thread]()
+    go, stop, threads = threading.Event(), threading.Event(), list[threading.Thread]()
     for _ in range(count):
         c = StreamClient(request_id=f"chaos-{role}-{uuid.uuid4().hex[:16]}", role=role)
         clients.append(c)
-        t = threading.Thread(target=_one, args=(url, c, step, model, api_key, go, clock), daemon=True,
+        t = threading.Thread(target=_one, args=(url, c, step, model, api_key, go, stop, clock), daemon=True,
                              name=f"chaos-{role}-{len(threads)}")
         t.start()
         threads.append(t)
     go.set()
 
-    def join() -> None:
+    def join(close: bool = False) -> None:
+        if close:
+            stop.set()
         for t in threads:
             t.join(step.deadline_s + 10.0)
 

@@ -5,7 +5,9 @@ by client disconnect) and the engine stops generating for them (running requests
 the staying streams', from each replica's /metrics).
 
 The simulator's `instant` profile would finish a long answer before a client could hang up, so its decode is
-slowed to a GPU's pace for the experiment (simulator fault `slow`, reverted after). Negative control: a second
+slowed to a GPU's pace for the experiment (simulator fault `slow`, reverted after); a real engine runs at its own
+pace (vLLM on 2 CPU cores: 60 tokens in 1-2 s), and the staying streams are closed once judged, so no engine
+need finish their 2000 tokens. Negative control: a second
 reference gateway with the planted defect upstream-held-after-disconnect keeps reading the upstream after its
 client left; the verdict must catch it.
 """
@@ -33,15 +35,6 @@ AFTER_S = 1.5  # sweeps after cancel_s for the freed generation rate (the verdic
 HELD_DEFECT = "upstream-held-after-disconnect"  # chaos/stack/gateway/defects.py, by name: suites never import it
 
 
-def _simulators_only(stack: StackHandle) -> None:
-    """The step's sizes (2000 tokens at ~50 tokens/s) are the simulator's; a real engine's pace is to be measured
-    first (docs/wip/cancel.md) before this scenario judges it."""
-    other = [t.name for t in stack.env.targets if stack.backend(t.name) != "simulator"]
-    if other:
-        pytest.skip(f"not proven: cancellation is sized for simulator replicas; {', '.join(other)} serve another "
-                    "engine, whose decode pace is not measured yet")
-
-
 def _cancel_steps(stack: StackHandle, url: str | None, out: list[Verdict]) -> Callable[[Run], None]:
     env = stack.env
 
@@ -58,7 +51,7 @@ def _cancel_steps(stack: StackHandle, url: str | None, out: list[Verdict]) -> Ca
         rows = stack.proxy_rows(since=t0 - 1.0) if all(env.fault_proxy_of(n) for n in names) else None
         engines.stop()
         run.revert()  # the simulators decode at full speed again: the staying (and any held) streams end at once
-        hung.finish()
+        hung.finish()  # the staying streams closed: the load they stood for is judged
         v = cancel_verdict(hung, rows, engines.load, cancel_s=env.slas.cancel_s, read_at=read_at,
                            no_proxy_why="" if rows is not None else
                            "a replica without a fault proxy in front: nothing logs when its upstream request ended")
@@ -70,9 +63,9 @@ def _cancel_steps(stack: StackHandle, url: str | None, out: list[Verdict]) -> Ca
     return steps
 
 
+@pytest.mark.proves("cancel-frees-compute")
 def test_hung_up_clients_free_the_engine(stack: StackHandle, run_experiment: Callable[..., ExperimentRun],
                                          summary: SummaryCollector) -> None:
-    _simulators_only(stack)
     rep.labels(epic="Resilience", feature="Cancellation", story="clients hang up mid-stream", suite="streams")
     rep.title(f"{STEP.clients} clients hang up after {STEP.after_tokens} tokens -> every hop lets go within "
               f"slas.cancel_s {stack.env.slas.cancel_s:g} s")
@@ -91,7 +84,6 @@ def test_a_gateway_that_holds_the_upstream_is_caught(stack: StackHandle,
         run_experiment: Callable[..., ExperimentRun], summary: SummaryCollector) -> None:
     """Negative control: the reference gateway with a planted defect reads the upstream on after its client
     left; the upstream and engine rows must fail."""
-    _simulators_only(stack)
     rep.labels(epic="Resilience", feature="Cancellation", story="negative control: upstream held", suite="streams")
     got: list[Verdict] = []
 

@@ -55,7 +55,7 @@ def test_hang_up_through_the_gateway(sim: Sim, defect: str | None) -> None:
     try:
         step = HangUp(clients=2, after_tokens=5, max_tokens=300, deadline_s=20.0)  # 300 tokens: 6 s of decode
         hung, join = start_streams(url, step, HANGUP, model="sim-model")
-        join()
+        join(False)
         assert all(c.hung_up for c in hung), hung
         t = time.monotonic()
         freed = wait_for(lambda: _running(sim) == 0, 1.5)
