@@ -29,6 +29,7 @@ from multidict import CIMultiDict
 
 from chaos.errors import ConfigError
 from chaos.shared.signing import NonceCache, SignatureError, verify
+from chaos.stack.gateway.defects import UPSTREAM_HELD_AFTER_DISCONNECT
 from chaos.stack.gateway.ejection import Ejection
 from chaos.stack.gateway.normalize import normalize_body
 from chaos.stack.gateway.policy import CANARY, POOLS, STABLE, GatewayPolicy, is_oom
@@ -259,7 +260,12 @@ class Proxy:
                 try:
                     await resp.write(chunk)
                 except ConnectionResetError:
-                    return resp  # the client went away: not the upstream's failure
+                    # the client went away: not the upstream's failure; leaving the `async with` closes
+                    # the upstream connection mid-answer, which is how the replica learns to abort
+                    if self.policy.planted_defect == UPSTREAM_HELD_AFTER_DISCONNECT:
+                        async for _ in up.content.iter_any():  # defects.py: read on for nobody
+                            pass
+                    return resp
         except (TimeoutError, aiohttp.ClientError) as e:
             self._account(request, pool, replica, False, t0, permit)
             log.warning("upstream %s/%s cut the stream: %s", pool, replica.name, type(e).__name__)
