@@ -91,10 +91,13 @@ test-integration: setup image
 test-standins: setup image
 	$(call lane,$(XDIST) $(STANDINS))
 
-# end to end: on XDIST_WORKERS workers, but for the files that judge a measurement against the clock (E2E_CLOCK),
-# which run after them in one process: beside a second worker's stacks on 2 cores, one-sample timings (the proof
-# harness's latency probe, the reference client's longest backoff wait, the game day's abort and stop) are not honest
-E2E_CLOCK := tests/e2e/verify tests/e2e/faults tests/e2e/experiment/test_gameday.py
+# end to end: on XDIST_WORKERS workers, but for the files that judge a measurement against the clock or against a
+# baseline recorded minutes before (E2E_CLOCK), which run after them in one process: beside a second worker's stacks
+# on 2 cores, one-sample timings (the proof harness's latency probe, the reference client's longest backoff wait, the
+# game day's abort and stop) are not honest, and a P99 compared with a baseline recorded while that worker was idle
+# measures the other worker (three CPU hogs during the comparison alone fail long.ttft_p99_vs_baseline, 0.24 s > 0.19 s);
+# so does the cancel verdict's generation rate after a hang-up against its 1 s baseline window
+E2E_CLOCK := tests/e2e/verify tests/e2e/faults tests/e2e/experiment/test_gameday.py tests/e2e/load tests/e2e/streams
 test-e2e: setup image
 	$(call lane,$(XDIST) $(E2E) $(addprefix --ignore=,$(E2E_CLOCK)))
 	$(call lane,$(E2E_CLOCK))

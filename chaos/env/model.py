@@ -309,6 +309,9 @@ class SLAs(_Strict):
     health_truth_s: float = Field(5.0, gt=0, description="longest window in which /health, /v1/models or the "
                                   "gateway's health may contradict real completions (healthy while they fail, or "
                                   "unhealthy while they succeed)")
+    cancel_s: float = Field(5.0, gt=0, le=600, description="clients that hang up mid-stream -> every hop lets "
+                            "their requests go: the gateway ends its upstream request, the engine stops generating "
+                            "for them (chaos.verify.cancel)")
     # which of those claims the stack acts on (its gateway's and orchestrator's health checks): judged
     # against health_truth_s; the others' lies are measured and shown beside them, unjudged
     health_truth_checks: list[Literal["/health", "/v1/models"]] = Field(

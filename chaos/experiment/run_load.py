@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from chaos.errors import SLOViolation
 from chaos.experiment import events as ev
 from chaos.experiment.handle import RunHandle
+from chaos.load.hangup import HANGUP, STAY, HangUp, HangUpRun, start_streams
 from chaos.load.records import RequestRecord
 from chaos.observe.completion import CompletionProber
 from chaos.observe.health import HealthProber
@@ -137,6 +138,34 @@ class LoadSteps(RunHandle):
             self._collect(self.load.stop())
         self.load = None
         return self.records
+
+    def hang_up(self, step: HangUp, *, url: str | None = None, baseline_s: float = 1.0) -> HangUpRun:
+        """The hang-up step (chaos.load.hangup) against the client endpoint (or `url`): the staying streams
+        first, `baseline_s` of them alone once all stream (the baseline the engine must come back to), then
+        the clients that hang up after their k-th token. Returns once every one of those hung up (or failed);
+        the staying streams go on until `HangUpRun.finish()` closes them."""
+        env = self.env
+        url = url or env.endpoints.api
+        run = HangUpRun(step)
+        with self.phase("staying streams", streams=step.stay):
+            stay, run.join_stayers = start_streams(url, step, STAY, model=env.endpoints.model,
+                                                   api_key=env.endpoints.api_key, clock=self.clock)
+            run.clients += stay
+            streaming = self.poll(lambda: all(c.t_first_token or c.t_end for c in stay), timeout=step.deadline_s)
+            if streaming and all(c.error is None for c in stay):  # none staying: the baseline is an idle engine
+                t0 = self.clock()
+                self.method.wait(baseline_s)
+                run.baseline = (t0, self.clock())
+        with self.phase(f"{step.clients} clients hang up after {step.after_tokens} tokens"):
+            hung, join = start_streams(url, step, HANGUP, model=env.endpoints.model,
+                                       api_key=env.endpoints.api_key, clock=self.clock)
+            run.clients += hung
+            self.poll(lambda: all(c.t_end for c in hung), timeout=step.deadline_s + 10.0)
+            join(False)
+        self.method.publish(ev.Noted, what="clients_hung_up", detail={
+            "clients": sum(1 for c in hung if c.hung_up), "after_tokens": step.after_tokens,
+            "t_last_hangup": run.t_last_hangup})
+        return run
 
     def finish_load(self) -> list[RequestRecord]:
         """Wait for the load run to end and collect its records."""

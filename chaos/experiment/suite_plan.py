@@ -223,6 +223,7 @@ ENTRIES = (  # destructive: as the suites mark their tests (refused on a protect
     Entry("release", "gray release: shadow stage, then live stages, each gated", False, (no_canary, no_gateway_admin),
           "the gateway must answer GET /admin/release (the reference gateway's gray-release admin)"),
     Entry("streams", "SSE cut, stall, error chunk, duplicate", False, (no_fault_proxies,)),
+    Entry("streams", "clients hang up mid-stream: every hop lets go within slas.cancel_s", False),
     Entry("clients", "backoff compliance of the reference and listed clients", False),
     Entry("inputs", "special characters; malformed requests", False),
     Entry("inputs", "tokenizer crash with and without NFKC", True, (no_simulator_replica,)),

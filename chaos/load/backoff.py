@@ -4,9 +4,7 @@ from __future__ import annotations
 import random
 
 from chaos.env.model import NON_RETRYABLE_STATUSES, RetryPolicy
-
-NON_RETRYABLE = NON_RETRYABLE_STATUSES
-RETRYABLE_ERRORS = frozenset({"reset", "timeout", "stream_cut", "error_chunk", "aborted"})
+from chaos.load.records import LOST_ANSWER_ERRORS
 
 
 class Backoff:
@@ -37,11 +35,11 @@ class Backoff:
         answer, and a fresh attempt would show it again (or a different one) from the start."""
         if streamed:
             return False
-        if status is not None and status in NON_RETRYABLE:
+        if status is not None and status in NON_RETRYABLE_STATUSES:
             return False
         if status is not None and (status in self.policy.retry_statuses or status in self.policy.overload_statuses):
             return True  # an overload answer (busy: back off) is retried on the same schedule as any other
-        return error in RETRYABLE_ERRORS
+        return error in LOST_ANSWER_ERRORS
 
     def give_up(self, attempt: int, elapsed_s: float, next_wait_s: float = 0.0) -> bool:
         """True when no further attempt may be made (attempt count or deadline)."""

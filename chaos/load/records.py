@@ -27,6 +27,9 @@ ERROR_CLASSES = (
     "aborted",       # a 200 answer the server ended with finish_reason abort or error (vLLM's on SIGTERM)
     "other",
 )
+# the classes where the answer was lost on the way or cut short (no status says why): a client retries them and a
+# breaker counts them as failures. A corrupt stream or a wrong model is a wrong answer, not a lost one.
+LOST_ANSWER_ERRORS = frozenset({"reset", "timeout", "stream_cut", "error_chunk", "aborted"})
 
 
 @dataclass

@@ -19,14 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from chaos.env.model import BreakerPolicy
 from chaos.errors import SLOViolation
-from chaos.load.records import RequestRecord
+from chaos.load.records import LOST_ANSWER_ERRORS, RequestRecord
 from chaos.load.stats import nearest_rank
 
 if TYPE_CHECKING:
     from chaos.observe.timeline import Sample, Timeline
 
 WindowRow = tuple[float, int, float, float | None]  # t, calls, error rate, p99
-BREAKER_ERRORS = frozenset({"reset", "timeout", "stream_cut", "error_chunk", "aborted"})
 
 
 def default_pool_of(served_by: str | None) -> str | None:
@@ -36,7 +35,7 @@ def default_pool_of(served_by: str | None) -> str | None:
 
 def counts_as_failure(r: RequestRecord, overload_statuses: Collection[int] = ()) -> bool:
     """The failures a breaker window should count (overload_statuses: the environment's retry.overload_statuses)."""
-    if r.error in BREAKER_ERRORS:
+    if r.error in LOST_ANSWER_ERRORS:
         return True
     return r.error == "http" and r.status is not None and (r.status >= 500 or r.status == 429
                                                            or r.status in overload_statuses)

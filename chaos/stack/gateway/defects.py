@@ -8,6 +8,11 @@ rollback-forgotten-on-restart
     order, the gateway takes the rollback for the old process's doing and rebuilds its pools, every
     breaker closed. A rollback ends only by an operator reset; here a restart ends it, and the
     rolled-back canary gets traffic again. No suite scenario restarts a replica around a rollback.
+
+upstream-held-after-disconnect
+    Cancellation that frees nothing (vLLM issue 54947's shape): when a streaming client hangs up, the
+    gateway keeps reading its upstream answer to the end instead of closing it, so the replica generates
+    for nobody. The negative control of the cancellation scenario (suites/streams/test_cancel.py).
 """
 from __future__ import annotations
 
@@ -17,7 +22,8 @@ from chaos.errors import ConfigError
 
 ENV_VAR = "CHAOS_PLANTED_DEFECT"
 ROLLBACK_FORGOTTEN_ON_RESTART = "rollback-forgotten-on-restart"
-KNOWN = (ROLLBACK_FORGOTTEN_ON_RESTART,)
+UPSTREAM_HELD_AFTER_DISCONNECT = "upstream-held-after-disconnect"
+KNOWN = (ROLLBACK_FORGOTTEN_ON_RESTART, UPSTREAM_HELD_AFTER_DISCONNECT)
 
 
 def planted_from_env() -> str | None:

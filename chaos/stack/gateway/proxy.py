@@ -4,7 +4,8 @@ Every response carries `Cache-Control: no-store`, `x-served-by: <pool>/<replica>
 request's `x-request-id` (the client's, else a new one). What the breaker counts as a failure:
 no response (connect error, disconnect), a 5xx, 429 or other overload status (rules.breaker_failure:
 busy counts as down does), or a 200 stream that is not a whole
-answer (streamcheck: an error chunk, a cut, `[DONE]` with no finish_reason, duplicated chunks). An error
+answer (streamcheck: an error chunk, a cut, `[DONE]` with no finish_reason, finish_reason abort or error,
+duplicated chunks), and a whole 200 answer whose finish_reason is abort or error. An error
 is an OOM when its text says so
 (vLLM: "CUDA out of memory"; see policy.is_oom). Retry rule: a connection error before any
 byte came back is retried ONCE on another replica of the same pool; the failed attempt is still
@@ -28,12 +29,13 @@ from multidict import CIMultiDict
 
 from chaos.errors import ConfigError
 from chaos.shared.signing import NonceCache, SignatureError, verify
+from chaos.stack.gateway.defects import UPSTREAM_HELD_AFTER_DISCONNECT
 from chaos.stack.gateway.ejection import Ejection
 from chaos.stack.gateway.normalize import normalize_body
 from chaos.stack.gateway.policy import CANARY, POOLS, STABLE, GatewayPolicy, is_oom
 from chaos.stack.gateway.release import MIRROR_HEADER, TEXT_LIMIT, answer_text
 from chaos.stack.gateway.rules import OVERLOAD_STATUSES, breaker_failure
-from chaos.stack.gateway.streamcheck import StreamCheck
+from chaos.stack.gateway.streamcheck import StreamCheck, aborted_answer
 
 if TYPE_CHECKING:
     from chaos.stack.gateway.admin import GatewayMetrics
@@ -236,7 +238,9 @@ class Proxy:
                 self._account(request, pool, replica, False, t0, permit)
                 return self._plain(502, error_json(502, f"gateway: upstream cut the response ({type(e).__name__})",
                                                    "BadGateway"), rid, f"{pool}/{replica.name}")
-            self._account(request, pool, replica, not failed_status, t0, permit, oom=failed_status and is_oom(data))
+            cut_short = up.status == 200 and aborted_answer(data) is not None
+            self._account(request, pool, replica, not (failed_status or cut_short), t0, permit,
+                          oom=failed_status and is_oom(data))
             if answer is not None:
                 answer += data[:TEXT_LIMIT]
             return web.Response(status=up.status, body=data, headers=headers)
@@ -256,7 +260,12 @@ class Proxy:
                 try:
                     await resp.write(chunk)
                 except ConnectionResetError:
-                    return resp  # the client went away: not the upstream's failure
+                    # the client went away: not the upstream's failure; leaving the `async with` closes
+                    # the upstream connection mid-answer, which is how the replica learns to abort
+                    if self.policy.planted_defect == UPSTREAM_HELD_AFTER_DISCONNECT:
+                        async for _ in up.content.iter_any():  # defects.py: read on for nobody
+                            pass
+                    return resp
         except (TimeoutError, aiohttp.ClientError) as e:
             self._account(request, pool, replica, False, t0, permit)
             log.warning("upstream %s/%s cut the stream: %s", pool, replica.name, type(e).__name__)

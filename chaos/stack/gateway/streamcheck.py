@@ -1,8 +1,10 @@
 """What the gateway counts as a failed stream, read from the bytes it relays (no JSON parse per chunk).
 
 A 200 stream failed when it carried an error chunk, ended without `[DONE]`, reached `[DONE]` with
-no finish_reason, sent a content chunk whose cumulative token count (vLLM's continuous_usage_stats)
-did not advance, or more content events than its usage chunk counts (duplicated chunks).
+no finish_reason, reached it with finish_reason "abort" or "error" (the server ended the answer itself: vLLM
+aborts the requests in flight at a SIGTERM and still sends a well-formed 200), sent a content chunk whose
+cumulative token count (vLLM's continuous_usage_stats) did not advance, or more content events than its usage
+chunk counts (duplicated chunks). `aborted_answer` asks the same of a whole (non-streamed) 200 body.
 """
 from __future__ import annotations
 
@@ -10,14 +12,22 @@ import re
 
 _CONTENT = re.compile(rb'"(?:text|content)": ?"[^"]')
 _FINISHED = re.compile(rb'"finish_reason": ?"')
+_ABORTED = re.compile(rb'"finish_reason": ?"(abort|error)"')
 _USAGE = re.compile(rb'"completion_tokens": ?(\d+)')
 _TAIL = 128
+
+
+def aborted_answer(body: bytes) -> str | None:
+    """The finish_reason that says the server cut this answer short ("abort", "error"), or None."""
+    m = _ABORTED.search(body)
+    return m.group(1).decode() if m else None
 
 
 class StreamCheck:
     """Fed the relayed chunks in order; `failure()` names what was wrong with the stream, or None."""
 
-    __slots__ = ("_buf", "error_chunk", "oom_text", "done", "finished", "events", "usage_out", "last_count", "stale")
+    __slots__ = ("_buf", "error_chunk", "oom_text", "done", "finished", "events", "usage_out", "last_count", "stale",
+                 "aborted")
 
     def __init__(self) -> None:
         self._buf = b""
@@ -28,6 +38,7 @@ class StreamCheck:
         self.usage_out: int | None = None
         self.last_count: int | None = None
         self.stale = 0  # content chunks whose stated count did not advance: repeated or reordered
+        self.aborted: str | None = None  # the finish_reason that cut the answer short
 
     def feed(self, chunk: bytes) -> None:
         buf = self._buf + (chunk.replace(b"\r\n", b"\n") if b"\r" in chunk else chunk)
@@ -53,6 +64,7 @@ class StreamCheck:
                 self.events += 1
             if _FINISHED.search(data):
                 self.finished = True
+                self.aborted = self.aborted or aborted_answer(data)
             m = _USAGE.search(data) if b'"usage"' in data else None
             if m:
                 self.usage_out = n = int(m.group(1))
@@ -68,6 +80,8 @@ class StreamCheck:
             return "ended without [DONE]"
         if not self.finished:
             return "[DONE] without a finish_reason"
+        if self.aborted:
+            return f"ended with finish_reason {self.aborted!r}: not a whole answer"
         if self.stale:
             return f"{self.stale} content chunk(s) whose token count did not advance (duplicated or reordered)"
         if self.usage_out is not None and self.events > self.usage_out:

@@ -240,15 +240,15 @@ class Engine:
             fin = req.finish_reason
             if s.fault is not None and self._fault_hit(s, req, wall):
                 continue
+            tr = s.transport
+            if tr.is_closing():  # the client left: vLLM's disconnect watcher aborts, streamed or not
+                self.sched.abort(req)
+                self._finish(s, "abort", wall, write=False)
+                continue
             if s.fmt is None:
                 s.parts.append(tok)
                 if fin is not None:
                     self._finish(s, fin, wall)
-                continue
-            tr = s.transport
-            if tr.is_closing():
-                self.sched.abort(req)
-                self._finish(s, "abort", wall, write=False)
                 continue
             if fin is None:
                 data = s.fmt.token(enc[tok], count=req.num_output)

@@ -18,7 +18,8 @@ OOM_MSG = "CUDA out of memory. Tried to allocate 2.00 GiB"
 class Upstream:
     """Modes: ok, http500, oom500, busy (`busy_status`, 529 unless set: Dynamo's overload answer), oom_chunk,
     cut, reset (the connection closed once the request is read, before any answer), no_finish, duplicate,
-    other_answer, slow. Keeps what it received."""
+    other_answer, aborted (a well-formed 200 whose finish_reason is "abort", as vLLM answers at a SIGTERM),
+    slow. Keeps what it received."""
 
     def __init__(self, name: str, mode: str = "ok") -> None:
         self.name, self.mode = name, mode
@@ -47,6 +48,9 @@ class Upstream:
         if self.mode == "oom500":
             return web.json_response({"error": {"message": OOM_MSG, "type": "InternalServerError", "code": 500}}, status=500)
         if not payload.get("stream"):
+            if self.mode == "aborted":
+                return web.json_response({"model": "m", "choices": [{"index": 0, "text": "he",
+                                                                     "finish_reason": "abort"}]})
             return web.json_response({"model": "m", "served": self.name, "echo": payload},
                                      headers={"Set-Cookie": self.set_cookie} if self.set_cookie else None)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -59,6 +63,8 @@ class Upstream:
                 c = b"data: " + json.dumps({"error": {"message": OOM_MSG, "code": 500}}).encode() + b"\n\n"
             if self.mode == "no_finish" and i == 1:
                 c = NO_FINISH
+            if self.mode == "aborted" and i == 1:
+                c = c.replace(b'"stop"', b'"abort"')
             if self.mode == "other_answer" and i == 1:  # another model's answer to the same prompt
                 c = c.replace(b'"llo"', b'"y there"')
             if self.mode == "duplicate" and i == 0:

@@ -211,15 +211,17 @@ def test_error_chunk_in_stream_counts_as_oom_failure():
     asyncio.run(go())
 
 
-@pytest.mark.parametrize("mode", ["ok", "no_finish", "duplicate", "cut"])
-def test_a_stream_counts_as_a_failure_unless_it_is_a_whole_answer(mode):
+@pytest.mark.parametrize("mode, stream", [("ok", True), ("no_finish", True), ("duplicate", True), ("cut", True),
+                                          ("aborted", True), ("ok", False), ("aborted", False)])
+def test_an_answer_counts_as_a_failure_unless_it_is_a_whole_answer(mode, stream):
     async def go():
         async with upstream("s", mode) as (_, su):
             async with serve(settings([Replica("s", su)], policy=policy(min_calls=100))) as gw, \
                     aiohttp.ClientSession() as s:
                 for _ in range(2):
                     try:
-                        await post(s, gw)
+                        st, _, _ = await post(s, gw, {**CHAT, "stream": stream})
+                        assert st == 200  # the client gets what the upstream said; the breaker judges it
                     except aiohttp.ClientPayloadError:
                         assert mode == "cut"  # the client must see the cut too
                 _, state = await admin(s, gw, "/admin/state")

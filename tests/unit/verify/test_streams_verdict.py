@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from chaos.load.sse import NO_COUNT, ChunkOrder, chunk_count, stream_problem
-from chaos.stack.gateway.streamcheck import StreamCheck
+from chaos.stack.gateway.streamcheck import StreamCheck, aborted_answer
 from chaos.verify.client_cmd import what_it_did
 from chaos.verify.streams import Attempts, ClientAnswer, attempts_for, client_verdict, gateway_verdict
 
@@ -105,6 +105,11 @@ USAGE = '{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}'
     ((C1, "[DONE]"), "[DONE] without a finish_reason"),
     ((C1, C1, C2, USAGE, "[DONE]"), "duplicated"),
     ((C1, '{"error": {"message": "CUDA out of memory", "code": 500}}', "[DONE]"), "error chunk"),
+    # vLLM at a SIGTERM: a well-formed stream whose last chunk says the server aborted it
+    ((C1, C2.replace('"length"', '"abort"'), USAGE, "[DONE]"), "finish_reason 'abort'"),
+    ((C1, C2.replace('"length"', '"error"'), USAGE, "[DONE]"), "finish_reason 'error'"),
+    # the words inside an answer's text are escaped: not the answer's own finish_reason
+    ((C1.replace('"a"', '"\\"finish_reason\\": \\"abort\\""'), C2, USAGE, "[DONE]"), None),
 ])
 def test_gateway_stream_check(events, failure):
     check = StreamCheck()
@@ -113,6 +118,13 @@ def test_gateway_stream_check(events, failure):
         check.feed(raw[i:i + 7])
     got = check.failure()
     assert (got is None) if failure is None else (failure in got), got
+
+
+def test_gateway_counts_a_whole_200_answer_the_server_aborted_as_failed():
+    body = b'{"choices":[{"index":0,"text":" a b","finish_reason":"abort"}],"usage":{"completion_tokens":2}}'
+    assert aborted_answer(body) == "abort"
+    assert aborted_answer(body.replace(b'"abort"', b'"stop"')) is None
+    assert aborted_answer(b'{"choices":[{"text":"\\"finish_reason\\": \\"error\\"","finish_reason":"length"}]}') is None
 
 
 def _chunk(text: str, count: int | None) -> dict:
