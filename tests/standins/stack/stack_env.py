@@ -70,7 +70,9 @@ def write_env(tmp_path: Path, *, docker: bool = False) -> Path:
     """Write a copy of environments/local(-docker).yaml with free ports and a state dir under tmp_path."""
     base = yaml.safe_load((REPO / "environments" / ("local-docker.yaml" if docker else "local.yaml")).read_text())
     suffix = uuid.uuid4().hex[:8]
-    base.update(_layout("docker" if docker else "process", free_ports(13), suffix))
+    layout = _layout("docker" if docker else "process", free_ports(13), suffix)
+    layout["gateway"] = {**(base.get("gateway") or {}), **layout["gateway"]}  # its settings (progress ejection) too
+    base.update(layout)
     base["name"] = f"stacktest-{suffix}"
     base["embedded"] = "docker" if docker else "process"
     base["state_dir"] = str(tmp_path / "state")
