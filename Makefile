@@ -101,7 +101,7 @@ test-standins: setup image
 E2E_CLOCK := tests/e2e/verify tests/e2e/faults tests/e2e/experiment/test_gameday.py tests/e2e/load tests/e2e/streams \
   tests/e2e/recovery
 test-e2e: setup image
-	$(call lane,$(XDIST) $(E2E) $(addprefix --ignore=,$(E2E_CLOCK)))
+	$(call lane,$(subst loadfile,loadgroup,$(XDIST)) $(E2E) $(addprefix --ignore=,$(E2E_CLOCK)))
 	$(call lane,$(E2E_CLOCK))
 
 test-vllm: setup image
