@@ -26,6 +26,7 @@ import os
 import random
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -77,16 +78,19 @@ class Server:
                "--admin-token", TOKEN, *args]
         if bare:
             cmd = [sys.executable, "-c", BARE_SERVER, str(self.port)]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, cwd=ROOT)
+        # its output goes to a file, never to a pipe nobody reads after start-up: past a pipe's 64 KiB of
+        # log lines the server would block in its logging call, event loop and all, and /admin/stats time out
+        self.log = tempfile.NamedTemporaryFile(prefix="sim-bench-", suffix=".log", delete=False)  # noqa: SIM115
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT)
         if pin and hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(self.proc.pid, {0})
         end = time.time() + 30
-        for line in self.proc.stdout:  # type: ignore[union-attr]
-            if "Application startup complete." in line:
-                break
-            if time.time() > end:
-                raise RuntimeError("simulator did not start")
+        while b"Application startup complete." not in Path(self.log.name).read_bytes():
+            if self.proc.poll() is not None or time.time() > end:
+                tail = Path(self.log.name).read_bytes()[-2000:].decode(errors="replace")
+                self.stop()
+                raise RuntimeError(f"simulator did not start within 30 s; the end of its output:\n{tail}")
+            time.sleep(0.05)
 
     def stats(self) -> dict:
         rq = urllib.request.Request(f"http://127.0.0.1:{self.port}/admin/stats",
@@ -99,6 +103,9 @@ class Server:
             self.proc.wait(5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+        os.unlink(self.log.name)
 
 
 def _request(port: int, body: dict) -> bytes:
