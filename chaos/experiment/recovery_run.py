@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from chaos.experiment import suite_budgets as budgets
 from chaos.experiment.answers_steps import LOAD_ANSWERS, collect_after, collect_golden
+from chaos.experiment.detection_control import attach_detection, heartbeat_scraper
 from chaos.experiment.runner import Experiment
 from chaos.experiment.suite import fault_happened, wait_out_left_over_alerts
 from chaos.experiment.waits import engine_restarted
@@ -75,6 +76,7 @@ class RecoverySteps:
         self.sc = sc
         sc.observe(stack.direct_url(name))
         sc.observe(env.endpoints.api, source="api")
+        sc.add_observer(heartbeat_scraper(stack.direct_url(name), sc.timeline, name).start())  # the engine's heartbeat
         self.target = stack.target(name)
         self.evidence: dict[str, Any] = {}
         self.t_inject = self.t_end = 0.0
@@ -217,6 +219,10 @@ class RecoverySteps:
         av = accounting_verdict(records, stack.server_log(records=records), failed_max=allowance)
         answers = answers_across_fault(records, self.t_inject)  # every answer during and after the fault, by the steady ones
         rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
+        if kind is not None:  # which signal saw the fault first, beside the slow-but-healthy control's false alarms
+            read = self.monitoring.prometheus is not None
+            attach_detection(sc, summary, kind, name, self.t_inject, self.alerts.first_fired_s(self.t_inject) if read
+                             else None, read)
         add_recovery(summary, rv, av, fault=kind is not None, target=name)
         if stage1:
             sc.judge("the fault really happened", stage1)

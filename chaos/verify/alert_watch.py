@@ -96,6 +96,13 @@ class AlertWatch:
         step = max(self.m.step_s / 4, (end - start) / 10_000)
         return self.m.prometheus.firings(start, end, step)
 
+    def first_fired_s(self, after: float) -> float | None:
+        """Seconds from `after` to the first alert that started firing since; None where none did or none is read."""
+        if self.m.prometheus is None:
+            return None
+        starts = [f.start for f in self._firings() if f.start >= after]
+        return min(starts) - after if starts else None
+
     def settle(self) -> None:
         """Wait until each expected alert has fired and paged (at most fire_within_s after the fault took
         effect), then until each has cleared and its resolved page arrived (at most clear_within_s after

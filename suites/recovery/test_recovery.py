@@ -24,7 +24,7 @@ import pytest
 from chaos import AlertMonitor, Experiment, ExperimentRun, Fault, Run, StackHandle, SummaryCollector, faults, plan, requires
 from chaos import evidence as rep
 from chaos.pytest_plugin import hurt_params
-from chaos.scenarios import recovery_run
+from chaos.scenarios import detection_control, recovery_run
 from chaos.verify.restart_policy import check_restart_policy
 
 # Poisson arrivals at the environment's load.rate_per_s (what its replicas are sized for)
@@ -100,6 +100,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             metafunc.config, MATRIX, {k: [pytest.mark.proves(v)] for k, v in PROVES.items()}))
     elif metafunc.function is test_baseline_no_fault:
         metafunc.parametrize("kind, load, target", hurt_params(metafunc.config, [(None, l) for l in LOADS]))
+    elif metafunc.function is test_slow_but_healthy_control:
+        metafunc.parametrize("kind, load, target", hurt_params(metafunc.config, [(None, "long-prefills")]))
+
+
+def test_slow_but_healthy_control(stack: StackHandle, run_experiment: Callable[..., ExperimentRun],
+        summary: SummaryCollector, kind: None, load: str, target: str) -> None:
+    """No fault, the longest prompts at the load's peak: each signal's false alarms (the column beside every
+    fault's detection table; it runs first), and the engine's execute-model timeout would not kill such work."""
+    run_experiment(detection_control(stack, summary, target))
 
 
 @pytest.mark.destructive
