@@ -73,12 +73,14 @@ PROGRESS = Item("progress-truth", "a replica that says healthy while it decodes 
                 "healthy, within slas.health_truth_s")
 CANCEL = Item("cancel-frees-compute", "clients that hang up mid-stream free the engine within slas.cancel_s: every "
               "hop lets their requests go")
+DETECTION = Item("detection-signals", "each signal's seconds to detect each recovery fault beside its false alarms over "
+                 "slow-but-healthy work, and the engine's execute-model timeout would not kill that work")
 MONITORING = Item(MONITORING_ITEM, "the team's alerts fired for each fault and resolved after it", every=True)
 ANSWERS = Item(ANSWERS_ITEM, "answers stay right across every fault: greedy, seeded answers unchanged from the "
                "steady state's", every=True)
 # the built-in checklist: the seed's items, the monitoring item of every scenario that judges alerts and the
 # answers item of every scenario that judges its answers across its fault
-CHECKLIST: tuple[Item, ...] = (*SEED_CHECKLIST, PROGRESS, CANCEL, MONITORING, ANSWERS)
+CHECKLIST: tuple[Item, ...] = (*SEED_CHECKLIST, PROGRESS, CANCEL, DETECTION, MONITORING, ANSWERS)
 # the items proven by one kind of verdict alone (the data key its verdicts carry), not by the test's outcome
 VERDICT_ITEMS = {MONITORING_ITEM: ALERTS_JUDGED, ANSWERS_ITEM: ANSWERS_JUDGED}
 

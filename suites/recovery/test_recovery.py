@@ -104,6 +104,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("kind, load, target", hurt_params(metafunc.config, [(None, "long-prefills")]))
 
 
+@pytest.mark.proves("detection-signals")
 def test_slow_but_healthy_control(stack: StackHandle, run_experiment: Callable[..., ExperimentRun],
         summary: SummaryCollector, kind: None, load: str, target: str) -> None:
     """No fault, the longest prompts at the load's peak: each signal's false alarms (the column beside every

@@ -68,7 +68,7 @@ def test_table_shows_each_status_with_scenario_and_why(project: pytest.Pytester)
     assert "NOT PROVEN" in t["cold-start"] and "lost: client-side only" in t["cold-start"]
     assert "NOT PROVEN" in t["no-store"] and "xfail: gateway drops the header" in t["no-store"]
     assert "NOT PROVEN" in t["gray-release"] and "no scenario ran it" in t["gray-release"]
-    r.stdout.fnmatch_lines(["1 proven, 1 failed, 22 not proven of 24 items"])
+    r.stdout.fnmatch_lines(["1 proven, 1 failed, 23 not proven of 25 items"])
 
 
 def test_require_proven_fails_a_green_run_naming_each_item(project: pytest.Pytester) -> None:
@@ -76,7 +76,7 @@ def test_require_proven_fails_a_green_run_naming_each_item(project: pytest.Pytes
     r = project.runpytest("-p", "no:cacheprovider", "-k", "restart or oom or client_side", "--require-proven")
     r.assert_outcomes(passed=2, skipped=1)
     assert r.ret == 1
-    r.stdout.fnmatch_lines(["--require-proven: 23 checklist item(s) not proven; the run fails:",
+    r.stdout.fnmatch_lines(["--require-proven: 24 checklist item(s) not proven; the run fails:",
                             "  cold-start: test_*.py::test_client_side_only: lost: client-side only*",
                             "  oom-burst: test_*.py::test_oom: INCONCLUSIVE: the canary serves 23.0 req/s here",
                             "  gray-release: no scenario ran it"])
@@ -125,7 +125,7 @@ def test_all():
     project.makeini("[pytest]\nchaos_checklist =\n    ours: our own release item\n")
     r = project.runpytest("-p", "no:cacheprovider", "--require-proven")
     assert r.ret == 0, r.stdout.str()
-    r.stdout.fnmatch_lines(["25 proven, 0 failed, 0 not proven of 25 items"])
+    r.stdout.fnmatch_lines(["26 proven, 0 failed, 0 not proven of 26 items"])
 
 
 def test_parts_each_need_a_proof(project: pytest.Pytester) -> None:
@@ -194,7 +194,7 @@ def test_a_listed_item_is_excused_and_an_uncovered_one_not_judged(project: pytes
     t = _table(r)
     assert "NOT PROVEN (EXPECTED)" in t["oom-burst"] and t["oom-burst"].endswith("[expected: the canary is too slow here]")
     assert "NOT PROVEN " in t["gray-release"] and "(EXPECTED)" not in t["gray-release"]  # no scenario ran it: not judged
-    r.stdout.fnmatch_lines(["1 proven, 0 failed, 23 not proven (2 expected) of 24 items",
+    r.stdout.fnmatch_lines(["1 proven, 0 failed, 24 not proven (2 expected) of 25 items",
                             "expect_not_proven (environment local): 2 item(s)",
                             "  oom-burst: the canary is too slow here"])
     assert "--require-proven:" not in r.stdout.str()
