@@ -3,10 +3,11 @@ was wrong; for the slow-but-healthy control (long prefills at the load's peak, n
 long each said so anyway (its false alarms).
 
 The signals, read from the run's timeline (chaos.experiment.run_load.observe and the recovery run's scraper):
-the hurt replica's `/health` and `/v1/models` (a non-2xx answer, or none within the prober's timeout), a real
-completion to it (one that failed), each known when its answer came (or its timeout ran out), the engine's own iteration heartbeat (its decoded-token counter,
-`vllm:generation_tokens_total` less first tokens, not advancing at FLOOR_TOKENS_PER_S per running request
-between two scrapes while requests ran, or a scrape that failed), the gateway's `/health` in front of it, and
+the hurt replica's `/health` and `/v1/models` (a non-2xx answer, or none within the prober's timeout) and a
+real completion to it (one that failed), each known when its answer came or its timeout ran out; the engine's
+own iteration heartbeat (its decoded-token counter, `vllm:generation_tokens_total` less first tokens, not
+advancing at FLOOR_TOKENS_PER_S per running request between two scrapes while requests ran, or a scrape that
+failed); the gateway's `/health` in front of it, and
 the team's alert where the environment has one (the first firing's start). Each signal is used raw, as a
 watcher polling it with no threshold of its own would see it: a team's N-failures rule or timeout adds to its
 detection time and takes away its short false alarms, and the control's longest false stretch says how long
