@@ -117,7 +117,8 @@ def monitoring(*results: ScenarioResult) -> tuple[str, str]:
 
 def test_the_monitoring_and_answers_items_are_built_in_after_the_seeds() -> None:
     assert CHECKLIST[-2].id == MONITORING_ITEM == "monitoring-alerts" and CHECKLIST[:len(SEED_CHECKLIST)] == SEED_CHECKLIST
-    assert [i.id for i in CHECKLIST[len(SEED_CHECKLIST):-2]] == ["progress-truth", "cancel-frees-compute", "detection-signals"]  # beyond the seed
+    assert [i.id for i in CHECKLIST[len(SEED_CHECKLIST):-2]] == [  # beyond the seed
+        "progress-truth", "cancel-frees-compute", "detection-signals"]
     assert CHECKLIST[-1] == ANSWERS and ANSWERS.id == "answers-stable"
     assert MONITORING.every and ANSWERS.every and parse_items([])[-2:] == (MONITORING, ANSWERS)
 
