@@ -5,16 +5,19 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from tests._support import REPO
 from tests.standins.stack.stack_env import write_env
 
 
-def run_suite_on_local_copy(tmp_path: Path, suite: str, timeout: int = 540) -> subprocess.CompletedProcess[str]:
+def run_suite_on_local_copy(tmp_path: Path, suite: str, timeout: int = 540,
+                            args: Sequence[str] = ()) -> subprocess.CompletedProcess[str]:
+    """`suite` (with pytest `args`) on a fresh copy of local under --require-proven."""
     env_file = write_env(tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "CHAOS_REQUIRE"}  # a skip inside is an outcome here
-    return subprocess.run([sys.executable, "-m", "pytest", suite, "--env", str(env_file), "--require-proven",
+    return subprocess.run([sys.executable, "-m", "pytest", suite, *args, "--env", str(env_file), "--require-proven",
                            "-p", "no:cacheprovider", "-q", "-rs", "--basetemp", str(tmp_path / "run")],
                           cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
 
