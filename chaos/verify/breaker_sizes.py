@@ -8,11 +8,8 @@ fail d/2 of the canary's calls (no trip), (d + r)/2 (degrade, no rollback), r + 
 answers (the fault proxy's `limit`), then none, so it does not depend on the canary's rate; it is
 told apart from the error-rate tier only where those answers stay under d in the canary's window
 (more than count/d calls per window) or the window holds fewer than `min_calls` (the error-rate
-tier does not judge). A tier that must trip on an error rate is injected only once the window holds
-RATE_DRIFT x min_calls: the fault slows the canary's closed-loop callers, and a window that falls under
-min_calls during the fault cannot trip until the rate comes back, after the revert.
-Where the canary's window cannot tell a tier apart, `why_not` says so in one line: "not proven: the
-canary gets N calls per window, the tier needs M". Pure: no I/O.
+tier does not judge). Where the canary's window cannot tell a tier apart, `why_not` says so in one
+line: "not proven: the canary gets N calls per window, the tier needs M". Pure: no I/O.
 """
 from __future__ import annotations
 
@@ -29,9 +26,7 @@ if TYPE_CHECKING:
     from chaos.env.model import BreakerPolicy
 
 NAMES = BREAKER_SCENARIOS
-# the rate wanders by up to this factor between the injection and the verdict: a window may hold this
-# much more while the OOMs are still in it, or this much less while an error tier must trip (a 2 %
-# fault on the lab took its canary from about 14 to 11 calls/s)
+# a window may hold this much more than at injection while the OOMs are still in it (the rate wanders)
 RATE_DRIFT = 1.25
 
 
@@ -96,16 +91,7 @@ def window_target(policy: BreakerPolicy, size: Size, spread: str = "even") -> in
     if size.kind == "oom-burst":
         return burst_calls_needed(policy)
     if size.kind == "errors" and not math.isnan(size.size):
-        floor = calls_floor(policy, size)
-        return max(floor, _error_calls_needed(policy, size, spread) or floor)
-    return policy.min_calls
-
-
-def calls_floor(policy: BreakerPolicy, size: Size) -> int:
-    """The fewest calls per window at injection: min_calls, with RATE_DRIFT's margin for a tier that
-    must trip (its window must not fall under min_calls while the fault slows the canary)."""
-    if size.kind == "errors" and size.expect != "none":
-        return math.ceil(policy.min_calls * RATE_DRIFT - 1e-9)
+        return max(policy.min_calls, _error_calls_needed(policy, size, spread) or policy.min_calls)
     return policy.min_calls
 
 
@@ -161,15 +147,10 @@ def why_not(policy: BreakerPolicy, size: Size, calls: int, spread: str = "even",
     if math.isnan(size.size):
         return (f"not proven: degrade_error_rate and rollback_error_rate are both {policy.degrade_error_rate:.2%}: "
                 f"no error rate lies between the tiers")
-    floor = calls_floor(policy, size)
-    if calls >= floor and _error_risk(policy, size, calls, spread) <= alpha:
+    if calls >= policy.min_calls and _error_risk(policy, size, calls, spread) <= alpha:
         return None
-    needed = _error_calls_needed(policy, size, spread, start=max(calls, floor))
+    needed = _error_calls_needed(policy, size, spread, start=max(calls, policy.min_calls))
     tier = "no-trip verdict" if size.expect == "none" else f"{size.expect} tier"
-    if needed == floor and floor > policy.min_calls:
-        return (f"not proven: the canary gets {calls} {window}, the {tier} needs {floor}: the policy's min_calls "
-                f"{policy.min_calls} with room for the rate to fall by 1/{RATE_DRIFT:g} while the fault slows the "
-                f"canary (a window under min_calls cannot trip until after the revert)")
     return (f"not proven: the canary gets {calls} {window}, the {tier} needs "
             f"{'more than 100000' if needed is None else needed} to tell {size.label()} ({spread} spread) apart from "
             f"the {policy.degrade_error_rate:.2%} / {policy.rollback_error_rate:.2%} thresholds "
