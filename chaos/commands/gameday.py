@@ -75,7 +75,7 @@ def stop(env: str = ENV_OPTION,
          reason: str = typer.Option("", "--reason", help="why, for the journal")) -> None:
     """Emergency stop: the game day running against --env reverts its fault at once and ends STOPPED."""
     from chaos import env as envmod
-    from chaos.experiment.stop import request_stop
+    from chaos.shared.stop_file import request_stop  # not through chaos.experiment: a stop must be quick
 
     path = request_stop(envmod.load(env).state_dir, reason)
     typer.echo(f"chaos: stop asked ({path}); a running game day reverts within its next tick")

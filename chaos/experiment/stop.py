@@ -7,18 +7,16 @@ injection, so the runner's `finally` reverts without waiting for the next tick.
 """
 from __future__ import annotations
 
-import getpass
 import json
-import os
 import signal
-import socket
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-STOP_FILE = "STOP"
+# the file's writer lives apart, so that `chaos stop` need not import the runner
+from chaos.shared.stop_file import request_stop as request_stop
+from chaos.shared.stop_file import stop_file as stop_file
 
 
 class EmergencyStop(KeyboardInterrupt):
@@ -27,21 +25,6 @@ class EmergencyStop(KeyboardInterrupt):
     def __init__(self, by: str, reason: str = "") -> None:
         super().__init__(f"emergency stop by {by}" + (f": {reason}" if reason else ""))
         self.by, self.reason = by, reason
-
-
-def stop_file(state_dir: str | os.PathLike[str]) -> Path:
-    return Path(state_dir) / STOP_FILE
-
-
-def request_stop(state_dir: str | os.PathLike[str], reason: str = "", *, clock: Callable[[], float] = time.time) -> Path:
-    """What `chaos stop` does: write the stop file, naming who asked."""
-    who = f"chaos stop ({getpass.getuser()}@{socket.gethostname()}, pid {os.getpid()})"
-    path = stop_file(state_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"by": who, "reason": reason, "t": clock()}), encoding="utf-8")
-    tmp.replace(path)  # whole or not at all: the runner never reads half a file
-    return path
 
 
 class StopSwitch:
