@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from chaos.experiment import suite_budgets as budgets
 from chaos.experiment.runner import Experiment
-from chaos.observe.metrics import MetricsScraper
+from chaos.observe.metrics import engine_counter_scraper
 from chaos.report import allure as rep
 from chaos.report.tables import Table
 from chaos.verify.accounting import accounting_verdict, fault_allowance
@@ -21,22 +21,11 @@ from chaos.verify.verdict import Verdict
 if TYPE_CHECKING:
     from chaos.experiment.run import Run
     from chaos.experiment.running_stack import RunningStack as StackHandle
-    from chaos.observe.timeline import Timeline
     from chaos.report.summary import SummaryCollector
 
-SCRAPE_EVERY_S = 0.5  # the engine's heartbeat: its counters twice a second
 SECTION = "detection"
 # the control's length at least, whatever the time scale: its false alarms are counted over this much slow work
 CONTROL_MIN_S = 20.0
-
-
-def heartbeat_scraper(url: str, timeline: Timeline, replica: str) -> MetricsScraper:
-    """The engine's own counters at `url` as the heartbeat's source `metrics:<replica>` (started by the caller)."""
-    s = MetricsScraper(url, timeline, interval_s=SCRAPE_EVERY_S, timeout_s=1.0,
-                       prefixes=("vllm:generation_tokens", "vllm:num_requests_running",  # family names: no _total
-                                 "vllm:time_to_first_token_seconds"))
-    s.source = f"metrics:{replica}"
-    return s
 
 
 def long_prompt_mix(classes: dict[str, int]) -> dict[str, float]:
@@ -52,9 +41,9 @@ def control_alarms(summary: SummaryCollector, replica: str) -> dict[str, Alarms]
         return None
     out: dict[str, Alarms] = {}
     for s in signals(replica):
-        count, longest = control_keys(s)
+        count, longest, observed = control_keys(s)
         if count in got:
-            out[s.key] = Alarms(int(got[count]), float(got.get(longest, 0.0)), int(got.get(f"observed_{s.key}", 0)))
+            out[s.key] = Alarms(int(got[count]), float(got.get(longest, 0.0)), int(got.get(observed, 0)))
     return out
 
 
@@ -69,7 +58,7 @@ def detection_control(stack: StackHandle, summary: SummaryCollector, name: str) 
         url = stack.direct_url(name)
         run.observe(url)
         run.observe(env.endpoints.api, source="api")
-        run.add_observer(heartbeat_scraper(url, run.timeline, name).start())
+        run.add_observer(engine_counter_scraper(url, run.timeline, name).start())  # the heartbeat
         mix = long_prompt_mix(env.load.classes)
         control_s = max(CONTROL_MIN_S, run.scaled(60))
         with run.phase("start load", mix=", ".join(mix), users=env.load.users):
@@ -84,8 +73,8 @@ def detection_control(stack: StackHandle, summary: SummaryCollector, name: str) 
         longest_gap, beats = 0.0, 0
         for s in signals(name):
             alarms = false_alarms(observations(run.timeline, s), a, b)
-            count, longest = control_keys(s)
-            summary.add(SECTION, **{count: alarms.count, f"observed_{s.key}": alarms.observed})
+            count, longest, observed = control_keys(s)
+            summary.add(SECTION, **{count: alarms.count, observed: alarms.observed})
             summary.worst(SECTION, longest, alarms.longest_s)
             rep.attach_text(f"{s.label}: {alarms.count} false alarm(s) in {alarms.observed} observations, the "
                             f"longest {alarms.longest_s:.2f} s", f"false alarms: {s.label}")

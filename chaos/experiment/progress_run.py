@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from chaos.experiment.runner import Experiment
 from chaos.experiment.suite import fault_happened
 from chaos.experiment.waits import engine_restarted
-from chaos.observe.metrics import MetricsScraper
+from chaos.observe.metrics import engine_counter_scraper
 from chaos.report import allure as rep
 from chaos.verify.progress_truth import progress_truth_rows
 from chaos.verify.verdict import Verdict
@@ -42,9 +42,7 @@ def progress_run(stack: StackHandle, kind: str, name: str, fault: Callable[[], F
     def steps(run: Run) -> None:
         url = stack.direct_url(name)
         run.observe(url)  # the hurt replica's /health, /v1/models and completions (sources without a suffix)
-        scraper = MetricsScraper(url, run.timeline, interval_s=SCRAPE_EVERY_S, timeout_s=1.0)
-        scraper.source = f"metrics:{name}"
-        run.add_observer(scraper.start())
+        run.add_observer(engine_counter_scraper(url, run.timeline, name, interval_s=SCRAPE_EVERY_S).start())
         target = stack.target(name)
         before = target.restart_count()
         run.start_load(duration_s=4 * env.slas.health_truth_s + 2 * env.slas.recovery_s + 30)  # stopped when judged

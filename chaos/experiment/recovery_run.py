@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from chaos.experiment import suite_budgets as budgets
 from chaos.experiment.answers_steps import LOAD_ANSWERS, collect_after, collect_golden
-from chaos.experiment.detection_control import attach_detection, heartbeat_scraper
+from chaos.experiment.detection_control import attach_detection
 from chaos.experiment.runner import Experiment
 from chaos.experiment.suite import fault_happened, wait_out_left_over_alerts
 from chaos.experiment.waits import engine_restarted
+from chaos.observe.metrics import engine_counter_scraper
 from chaos.report import allure as rep
 from chaos.report.summary import add_recovery
 from chaos.report.tables import latency_table
@@ -76,7 +77,7 @@ class RecoverySteps:
         self.sc = sc
         sc.observe(stack.direct_url(name))
         sc.observe(env.endpoints.api, source="api")
-        sc.add_observer(heartbeat_scraper(stack.direct_url(name), sc.timeline, name).start())  # the engine's heartbeat
+        sc.add_observer(engine_counter_scraper(stack.direct_url(name), sc.timeline, name).start())  # the heartbeat
         self.target = stack.target(name)
         self.evidence: dict[str, Any] = {}
         self.t_inject = self.t_end = 0.0

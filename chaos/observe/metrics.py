@@ -91,3 +91,16 @@ def _to_sample(t: float, s: MetricSample, source: str) -> Sample:
     from chaos.observe.timeline import Sample
 
     return Sample(t, source, s.name, s.value, s.labels)
+
+
+# the engine's own progress counters (family names: a counter's family has no _total): generated tokens, running
+# requests and first tokens (the TTFT histogram's count), all that progress truth and the heartbeat read
+ENGINE_COUNTERS = ("vllm:generation_tokens", "vllm:num_requests_running", "vllm:time_to_first_token_seconds")
+
+
+def engine_counter_scraper(url: str, timeline: Timeline, replica: str, interval_s: float = 0.5) -> MetricsScraper:
+    """The replica's ENGINE_COUNTERS at `url` every `interval_s`, as source `metrics:<replica>` (started by the
+    caller): progress truth's and the heartbeat's one source."""
+    s = MetricsScraper(url, timeline, interval_s=interval_s, timeout_s=1.0, prefixes=ENGINE_COUNTERS)
+    s.source = f"metrics:{replica}"
+    return s

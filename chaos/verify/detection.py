@@ -7,8 +7,8 @@ the hurt replica's `/health` and `/v1/models` (a non-2xx answer, or none within 
 real completion to it (one that failed), each known when its answer came or its timeout ran out; the engine's
 own iteration heartbeat (its decoded-token counter, `vllm:generation_tokens_total` less first tokens, not
 advancing at FLOOR_TOKENS_PER_S per running request between two scrapes while requests ran, or a scrape that
-failed); the gateway's `/health` in front of it, and
-the team's alert where the environment has one (the first firing's start). Each signal is used raw, as a
+failed); the gateway's `/health` in front of it; and the team's alert where the environment has one (the first
+firing's start). Each signal is used raw, as a
 watcher polling it with no threshold of its own would see it: a team's N-failures rule or timeout adds to its
 detection time and takes away its short false alarms, and the control's longest false stretch says how long
 such a threshold must be. Pure: no I/O."""
@@ -109,6 +109,6 @@ def false_alarms(obs: Sequence[tuple[float, bool]], a: float, b: float) -> Alarm
     return Alarms(count, round(longest, 3), len(inside))
 
 
-def control_keys(signal: Signal) -> tuple[str, str]:
-    """The summary keys (section "detection") the control writes a signal's false alarms under."""
-    return f"false_alarms_{signal.key}", f"false_longest_s_{signal.key}"
+def control_keys(signal: Signal) -> tuple[str, str, str]:
+    """The summary keys (section "detection") of a signal's false alarms in the control: count, longest, observed."""
+    return f"false_alarms_{signal.key}", f"false_longest_s_{signal.key}", f"observed_{signal.key}"

@@ -81,7 +81,7 @@ def test_a_stack_that_never_restarts_the_replica_is_judged_by_progress_truth_alo
         monkeypatch: pytest.MonkeyPatch) -> None:
     # a stack that watches health only: no restart within twice the SLA, the fault reverted as held, and no stage 1
     # "restart seen" failure in front of the progress-truth verdict that says what went wrong
-    monkeypatch.setattr(pr, "MetricsScraper", NoScraper)
+    monkeypatch.setattr(pr, "engine_counter_scraper", NoScraper)
     replica = Replica(restarted_by_stack=0)
     run = FakeRun(replica)
     exp = pr.progress_run(FakeStack(replica), "decode-stall", "replica-a", lambda: object(),  # type: ignore[arg-type]
@@ -95,7 +95,7 @@ def test_a_stack_that_never_restarts_the_replica_is_judged_by_progress_truth_alo
 @pytest.mark.parametrize("restarted", [True, False])
 def test_a_restarted_replica_is_reverted_after_it_answers_a_held_fault_before(monkeypatch: pytest.MonkeyPatch,
                                                                                restarted: bool) -> None:
-    monkeypatch.setattr(pr, "MetricsScraper", NoScraper)
+    monkeypatch.setattr(pr, "engine_counter_scraper", NoScraper)
     replica = Replica(restarted_by_stack=int(restarted))
     run = FakeRun(replica)
     exp = pr.progress_run(FakeStack(replica), "decode-stall", "replica-a", lambda: object(),  # type: ignore[arg-type]
