@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from chaos.env.addresses import DockerHost, HostPort, HttpUrl, WorkerHost
+from chaos.env.liveness import LivenessProbe
 from chaos.env.monitoring import Monitoring
 from chaos.env.schema_errors import FieldProblems
 
@@ -467,6 +468,8 @@ class Environment(_Strict):
     degraded_floor: DegradedFloor | None = None
     monitoring: Monitoring | None = Field(None, description="the team's Prometheus/Alertmanager and "
                                           "the alerts each fault must raise (chaos.env.monitoring)")
+    liveness: LivenessProbe | None = Field(None, description="the team's liveness probe of each replica, judged "
+                                           "against slow-but-healthy work and each fault (chaos.env.liveness)")
     expect_not_proven: dict[str, str] | None = Field(
         None, description="release-checklist item id -> why this environment cannot prove it, on one line: "
                           "`--require-proven` excuses these (absent: every item must be proven)")

@@ -17,11 +17,13 @@ from chaos.experiment.suite import fault_happened, wait_out_left_over_alerts
 from chaos.experiment.waits import engine_restarted
 from chaos.observe.metrics import engine_counter_scraper
 from chaos.report import allure as rep
+from chaos.report.checklist import PROGRESS
 from chaos.report.summary import add_recovery
 from chaos.report.tables import latency_table
 from chaos.verify.accounting import accounting_verdict, fault_allowance
 from chaos.verify.answers import answers_across_fault
 from chaos.verify.health_truth import TIMEOUT_BOUND
+from chaos.verify.progress_truth import progress_truth_rows
 from chaos.verify.recovery import recovery_verdict, served_by, steady_seen
 from chaos.verify.restart_policy import check_restart_policy
 from chaos.verify.verdict import Verdict
@@ -78,9 +80,10 @@ class RecoverySteps:
         sc.observe(stack.direct_url(name))
         sc.observe(env.endpoints.api, source="api")
         sc.add_observer(engine_counter_scraper(stack.direct_url(name), sc.timeline, name).start())  # the heartbeat
+        sc.observe_liveness(stack.direct_url(name))  # the team's liveness probe, where the environment declares one
         self.target = stack.target(name)
         self.evidence: dict[str, Any] = {}
-        self.t_inject = self.t_end = 0.0
+        self.t_inject = self.t_end = self.t_steady = self.t_recovered = 0.0
         self.crash = False
         self.proof = "restarts_seen"
 
@@ -96,13 +99,14 @@ class RecoverySteps:
             sc.start_load(duration_s=2 * env.slas.recovery_s + 4 * sc.scaled(30) + 60, **{**LOAD_ANSWERS, **profile},
                           **rate)
         sc.steady_state(2.0)
+        self.t_steady = sc.clock()  # the steady state before the fault, whose decode progress is judged
         self.alerts = self.monitoring.watch(self.kind)  # what this fault must page (monitoring.expect)
         self.restarts_before = self.target.restart_count()
 
     def no_fault(self) -> None:
         """The baseline: the same load and observers for as long as a fault's scenario would hurt."""
         self.sc.wait(self.sc.scaled(20), "no fault: same load, same observers")
-        self.t_inject = self.t_end = self.sc.clock()
+        self.t_inject = self.t_end = self.t_recovered = self.sc.clock()
 
     def inject(self, fault: Fault, *, lasting: bool, crash: bool, proof: str = "restarts_seen") -> None:
         """Inject `fault`; a `lasting` one is held until the engine died of it, then undone.
@@ -172,7 +176,7 @@ class RecoverySteps:
         If it never does, the failure names the restart policy where that is why."""
         stack, name = self.stack, self.name
         try:
-            self.sc.wait_recovered(self.t_end, self.env.slas.recovery_s * 2)
+            self.t_recovered = self.t_end + self.sc.wait_recovered(self.t_end, self.env.slas.recovery_s * 2)
         except AssertionError:
             check_restart_policy(self.target, self.env.target(name), lambda: stack.serves(stack.direct_url(name)),
                                  wait_s=0.1)  # names the policy if that is why
@@ -219,6 +223,7 @@ class RecoverySteps:
         allowance = fault_allowance(records, (self.t_inject, t_dead) if kind is not None else None, env.slas.error_budget)
         av = accounting_verdict(records, stack.server_log(records=records), failed_max=allowance)
         answers = answers_across_fault(records, self.t_inject)  # every answer during and after the fault, by the steady ones
+        progress = self._progress(sc.clock())
         rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
         if kind is not None:  # which signal saw the fault first, beside the slow-but-healthy control's false alarms
             read = self.monitoring.prometheus is not None
@@ -227,6 +232,16 @@ class RecoverySteps:
         add_recovery(summary, rv, av, fault=kind is not None, target=name)
         if stage1:
             sc.judge("the fault really happened", stage1)
-        sc.judge("the system behaved", [rv, av, answers])
+        sc.judge("the system behaved", [rv, av, answers, progress])
         # a fault that did not happen is no missed alert: stage 1 decides whether a silence counts
         sc.judge("the monitoring saw it", [self.alerts.verdict(fault_proven=all(v.ok for v in stage1), timeline=sc.timeline)])
+
+    def _progress(self, until: float) -> Verdict:
+        """Decode progress in the steady states: before the fault, and from the replica's recovery on (a restart that
+        answers /health but decodes nothing is no recovery). The fault's own window is recovery's and health truth's
+        to judge. Counters that cannot be read leave only the progress-truth item unproven, not the recovery's."""
+        windows = [(self.t_steady, self.t_inject), (self.t_recovered, until)] if self.kind else [(self.t_steady, until)]
+        v = Verdict("decode progress in the steady states", window=(self.t_steady, until))
+        progress_truth_rows(v, self.sc.timeline, self.t_inject, self.env.slas.health_truth_s, {self.name: "health"},
+                            fault=self.kind, windows=windows, items=(PROGRESS.id,))
+        return v

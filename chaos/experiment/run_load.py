@@ -15,6 +15,8 @@ from chaos.load.records import RequestRecord
 from chaos.observe.completion import CompletionProber
 from chaos.observe.health import HealthProber
 from chaos.shared.cpu_watch import CpuUse
+from chaos.verify.liveness import PROBE_EVERY_S
+from chaos.verify.liveness import SOURCE as LIVENESS
 
 if TYPE_CHECKING:
     from chaos.env import Environment
@@ -73,6 +75,20 @@ class LoadSteps(RunHandle):
                                  timeout_s=2.0, api_key=self.env.endpoints.api_key, max_duration_s=limit)
             c.source = self.source("completion", source)
             self.observers.append(c.start())
+
+    def observe_liveness(self, base_url: str) -> None:
+        """The team's liveness probe's path with its timeout, every PROBE_EVERY_S (source `liveness`), for
+        chaos.verify.liveness to replay at every phase; nothing where the environment declares no probe."""
+        probe = self.env.liveness
+        if probe is None:
+            return
+        limit = max(600.0, self.env.safety.abort.max_fault_duration_s, self.budget.total if self.budget else 0.0)
+        auth = {"authorization": f"Bearer {self.env.endpoints.api_key}"} \
+            if self.env.endpoints.api_key and probe.path == "/v1/models" else {}
+        p = HealthProber(base_url, self.timeline, interval_s=PROBE_EVERY_S, timeout_s=probe.timeout_s,
+                         max_duration_s=limit, path=probe.path, headers=auth)
+        p.source = LIVENESS
+        self.observers.append(p.start())
 
     def start_load(self, url: str | None = None, **overrides: Any) -> None:
         """Start background load against the client endpoint (or `url`) with the environment's profile."""

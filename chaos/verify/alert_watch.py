@@ -103,6 +103,16 @@ class AlertWatch:
         starts = [f.start for f in self._firings() if f.start >= after]
         return min(starts) - after if starts else None
 
+    def started_between(self, a: float, b: float) -> list[Firing] | None:
+        """The firings that began within [a, b] (a firing left over from before is not one); None where no
+        Prometheus is read or it did not answer."""
+        if self.m.prometheus is None:
+            return None
+        try:
+            return [f for f in self._firings() if a <= f.start <= b]
+        except TargetError:
+            return None
+
     def settle(self) -> None:
         """Wait until each expected alert has fired and paged (at most fire_within_s after the fault took
         effect), then until each has cleared and its resolved page arrived (at most clear_within_s after

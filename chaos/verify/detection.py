@@ -41,6 +41,8 @@ def signals(replica: str) -> list[Signal]:
 
 
 ALERT = Signal("alert", "the team's alert", "alerts", "firing")
+# the team's liveness probe, replayed at every phase (chaos.verify.liveness): detected is its luckiest phase's restart
+LIVENESS = Signal("liveness", "the team's liveness probe", "liveness", "status")
 
 
 def _bad_status(v: object) -> bool:
@@ -107,6 +109,15 @@ def false_alarms(obs: Sequence[tuple[float, bool]], a: float, b: float) -> Alarm
     if start is not None:
         longest = max(longest, inside[-1][0] - start)
     return Alarms(count, round(longest, 3), len(inside))
+
+
+def alert_alarms(firings: Sequence[tuple[float, float | None]], a: float, b: float, step_s: float) -> Alarms:
+    """The team's alerts over a stretch with no fault, from their firings (start, end or None while firing) that
+    began within [a, b]: each one a false alarm, the longest as long as it fired within the stretch; observed is the
+    rule evaluations the stretch held (one every `step_s`)."""
+    inside = [(s, b if e is None else min(e, b)) for s, e in firings if a <= s <= b]
+    longest = max((e - s for s, e in inside), default=0.0)
+    return Alarms(len(inside), round(longest, 3), max(1, int((b - a) / step_s)))
 
 
 def control_keys(signal: Signal) -> tuple[str, str, str]:

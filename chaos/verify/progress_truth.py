@@ -167,12 +167,37 @@ def describe(lie: Stall, t0: float, floor_tokens_per_s: float) -> str:
             f"(floor {floor_tokens_per_s:g} tokens/s per running request)")
 
 
+def within_windows(counters: Sequence[Scrape], claims: Sequence[Sample], windows: Sequence[tuple[float, float]], *,
+                   floor_tokens_per_s: float = FLOOR_TOKENS_PER_S) -> Progress | None:
+    """compare() over the scrapes inside each window (epoch seconds), as one Progress; None where no window
+    holds two scrapes. The intervals between windows (a fault's, judged by recovery) are left out; a window
+    without two scrapes is unknown as a whole (the other windows' scrapes say nothing of it)."""
+    lies: list[Stall] = []
+    unknown: list[tuple[float, float]] = []
+    busy, seen = 0.0, []
+    for a, b in windows:
+        p = compare([c for c in counters if a <= c.t <= b], claims, floor_tokens_per_s=floor_tokens_per_s)
+        if p is None:
+            unknown.append((a, b))
+            continue
+        lies += p.lies
+        unknown += p.unknown
+        busy += p.busy_s
+        seen.append(p)
+    if not seen:
+        return None
+    return Progress(seen[0].start, seen[-1].end, lies, unknown, busy)
+
+
 def progress_truth_rows(v: Verdict, timeline: Timeline, t_fault: float, limit_s: float,
                         replicas: Sequence[str] | Mapping[str, str], *, fault: str | None = None,
-                        floor_tokens_per_s: float = FLOOR_TOKENS_PER_S) -> None:
+                        floor_tokens_per_s: float = FLOOR_TOKENS_PER_S,
+                        windows: Sequence[tuple[float, float]] = (), items: Sequence[str] = ()) -> None:
     """One row per replica, `progress_truth <replica>`: the longest time its /health said 200 while it decoded
     nothing for the requests it held, against `limit_s`; unreadable counters or a blind gap: not proven.
-    `replicas`: names (their /health probes' source `health:<name>`) or {name: that source}."""
+    `replicas`: names (their /health probes' source `health:<name>`) or {name: that source}. `windows`: judge only
+    the scrapes inside them (the steady states around a fault), else the whole run; `items`: the checklist items a
+    row that is not proven leaves unproven (default: every item of the test)."""
     name = fault or "no fault"
     sources = dict(replicas) if isinstance(replicas, Mapping) else {r: f"health:{r}" for r in replicas}
     for rep, health_source in sources.items():
@@ -185,17 +210,25 @@ def progress_truth_rows(v: Verdict, timeline: Timeline, t_fault: float, limit_s:
             why = (f"{failed} scrape(s) of its /metrics failed" if failed else
                    f"its /metrics never showed {GENERATED} and {RUNNING}" if metrics else "its /metrics was not scraped")
             v.not_proven(check, limit_s, None, f"{name}: {rep}: the engine's counters cannot be read ({why}): "
-                         "whether it decoded while /health said 200 is unknown")
+                         "whether it decoded while /health said 200 is unknown", items=items)
             continue
         if not claims:
             v.not_proven(check, limit_s, None, f"{name}: {rep}: no /health probes: what its health said while "
-                         "it decoded is unknown")
+                         "it decoded is unknown", items=items)
             continue
-        pr = compare(counters, claims, floor_tokens_per_s=floor_tokens_per_s)
-        assert pr is not None
+        pr = (within_windows(counters, claims, windows, floor_tokens_per_s=floor_tokens_per_s) if windows else
+              compare(counters, claims, floor_tokens_per_s=floor_tokens_per_s))
+        if pr is None:
+            spans = ", ".join(f"{_rel(a, t_fault)}..{_rel(b, t_fault)}" for a, b in windows)
+            v.not_proven(check, limit_s, None, f"{name}: {rep}: fewer than two scrapes of its counters in {spans}: "
+                         "whether it decoded there is unknown", items=items)
+            continue
         lie = pr.longest()
         worst = round(lie.length_s, 3) if lie else 0.0
-        span = f"{len(counters)} scrapes over {_rel(pr.start, t_fault)}..{_rel(pr.end, t_fault)}"
+        inside = [c for c in counters if any(a <= c.t <= b for a, b in windows)] if windows else counters
+        span = f"{len(inside)} scrapes over {_rel(pr.start, t_fault)}..{_rel(pr.end, t_fault)}"
+        if windows:
+            span += " (the steady states: " + ", ".join(f"{_rel(a, t_fault)}..{_rel(b, t_fault)}" for a, b in windows) + ")"
         said = describe(lie, t_fault, floor_tokens_per_s) if lie else "/health never said 200 while nothing decoded"
         detail = f"{name}: {rep}: {said}; {len(pr.lies)} such window(s), {span}"
         if lie is not None and lie.length_s > limit_s:
@@ -203,8 +236,9 @@ def progress_truth_rows(v: Verdict, timeline: Timeline, t_fault: float, limit_s:
         elif pr.unknown_s > limit_s:
             a, b = max(pr.unknown, key=lambda ab: ab[1] - ab[0])
             v.not_proven(check, limit_s, worst, f"{detail}; counters or health unknown for {b - a:.1f} s "
-                         f"({_rel(a, t_fault)}..{_rel(b, t_fault)}): a stall could hide there")
+                         f"({_rel(a, t_fault)}..{_rel(b, t_fault)}): a stall could hide there", items=items)
         elif pr.busy_s <= 0:
-            v.not_proven(check, limit_s, worst, f"{detail}; no request ran on it: its progress was never asked for")
+            v.not_proven(check, limit_s, worst, f"{detail}; no request ran on it: its progress was never asked for",
+                         items=items)
         else:
             v.add(check, limit_s, worst, True, f"{detail}; requests ran for {pr.busy_s:.1f} s")

@@ -106,10 +106,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.mark.proves("detection-signals")
 def test_slow_but_healthy_control(stack: StackHandle, run_experiment: Callable[..., ExperimentRun],
-        summary: SummaryCollector, kind: None, load: str, target: str) -> None:
-    """No fault, the longest prompts at the load's peak: each signal's false alarms (the column beside every
-    fault's detection table; it runs first), and the engine's execute-model timeout would not kill such work."""
-    run_experiment(detection_control(stack, summary, target))
+        summary: SummaryCollector, monitoring: AlertMonitor, kind: None, load: str, target: str) -> None:
+    """No fault, the longest prompts at the load's peak: each signal's false alarms, the team's alerts included (the
+    column beside every fault's detection table; it runs first), and the engine's execute-model timeout would not
+    kill such work."""
+    run_experiment(detection_control(stack, summary, target, monitoring))
 
 
 @pytest.mark.destructive

@@ -53,3 +53,12 @@ def test_nothing_is_waited_for_without_a_held_expected_alert() -> None:
     assert m.held("restart", EXPECT) == [] and m.wait_out("restart", EXPECT) == [] and clock() == 1000.0
     assert m.held("restart") == []  # no expectation of its own (no monitoring config): nothing to wait out
     assert monitor(clock, None).wait_out("restart", EXPECT) == [] and clock() == 1000.0
+
+
+def test_the_firings_that_began_in_a_stretch_leave_the_earlier_ones_out() -> None:
+    clock = FakeClock(1000.0)
+    m = monitor(clock, Prometheus(clock, "Restarted", since=970.0, until=None))
+    watch = m.watch(None)
+    assert watch.started_between(960.0, 1000.0) == [Firing("Restarted", 970.0, None)]
+    assert watch.started_between(980.0, 1000.0) == []  # began before the stretch: left over, not its alarm
+    assert monitor(clock, None).watch(None).started_between(0.0, 2000.0) is None  # no Prometheus read: unknown

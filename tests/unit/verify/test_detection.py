@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from chaos.experiment.detection_control import detection_table, long_prompt_mix
 from chaos.observe.timeline import Timeline
-from chaos.verify.detection import ALERT, Alarms, false_alarms, first_bad, heartbeat, observations, signals
+from chaos.verify.detection import (
+    ALERT,
+    Alarms,
+    alert_alarms,
+    false_alarms,
+    first_bad,
+    heartbeat,
+    observations,
+    signals,
+)
 
 
 def _health(tl: Timeline, source: str, statuses: list[tuple[float, object]]) -> None:
@@ -79,3 +88,31 @@ def test_the_table_says_what_was_not_watched_not_seen_or_unknown() -> None:
 def test_the_control_asks_the_two_longest_prompt_classes() -> None:
     assert long_prompt_mix({"short": 512, "long": 8192, "xl": 32768}) == {"long": 1.0, "xl": 1.0}
     assert long_prompt_mix({"only": 100}) == {"only": 1.0}
+
+
+def test_the_team_s_alerts_that_began_in_the_control_are_its_false_alarms() -> None:
+    """A firing left over from before the control is not one of its alarms; one still firing at its end counts to
+    the end; observed is the rule evaluations the control held."""
+    firings = [(90.0, 130.0), (110.0, 114.5), (150.0, None), (200.0, 201.0)]
+    assert alert_alarms(firings, 100.0, 160.0, 2.0) == Alarms(2, 10.0, 30)
+    assert alert_alarms([], 100.0, 160.0, 15.0) == Alarms(0, 0.0, 4)
+    rows = {r[0]: r for r in detection_table("crash", {"alert": 31.0}, {"alert": 1}, {"alert": Alarms(2, 10.0, 30)},
+                                             [ALERT], window_s=60.0).rows}
+    assert rows["the team's alert"][1:] == ["31.00", "2 in 30 observations", "10.00"]
+
+
+def test_the_liveness_row_says_its_restarts_by_phase_and_the_control_s_phases() -> None:
+    from chaos.experiment.detection_control import restart_span
+    from chaos.verify.detection import LIVENESS
+    from chaos.verify.liveness import PHASES, Replay
+
+    every = Replay(tuple(100.0 + 11.0 + i * 0.25 for i in range(PHASES)), 0)
+    assert restart_span(every, 100.0, 60.0) == "11.00-15.75 (restart, by phase)"
+    some = Replay((112.0,) + (None,) * (PHASES - 1), 0)
+    assert restart_span(some, 100.0, 60.0) == f"12.00 at the luckiest phase; no restart within 60 s at {PHASES - 1}"
+    assert restart_span(Replay((None,) * PHASES, 0), 100.0, 60.0) == f"no restart within 60 s at any of {PHASES} phases"
+    rows = {r[0]: r for r in detection_table("crash", {"liveness": 11.0}, {"liveness": 300},
+                                             {"liveness": Alarms(0, 0.0, PHASES)}, [LIVENESS], window_s=60.0,
+                                             seen={"liveness": restart_span(every, 100.0, 60.0)}).rows}
+    assert rows["the team's liveness probe"][1:] == ["11.00-15.75 (restart, by phase)", f"a restart at 0 of {PHASES} phases",
+                                                      ""]

@@ -150,3 +150,25 @@ def test_the_health_source_can_be_named_per_replica() -> None:
     progress_truth_rows(v, tl, T0, 5.0, {"r1": "health"}, fault="decode-stall")
     assert v.row("progress_truth r1").ok is False
     assert judge(tl).row("progress_truth r1").unproven  # under the default name there are no probes
+
+
+def test_the_steady_windows_leave_the_fault_out_and_still_catch_a_restart_that_never_decodes() -> None:
+    """A recovery run judges the steady state before the fault and the time from recovery on: a stall inside the
+    fault's window is recovery's to judge; one after the replica answered again (a restart that is no reset) fails."""
+    def rows(tl: Timeline, windows: list[tuple[float, float]]) -> Verdict:
+        v = Verdict("recovery")
+        progress_truth_rows(v, tl, T0, 5.0, ("r1",), fault="rank-freeze", windows=windows, items=("progress-truth",))
+        return v
+
+    steady = [(T0 - 10, T0), (T0 + 15, T0 + 30)]
+    during = rows(timeline(stall_from(0.0, 14.0), lambda d: 4), steady).row("progress_truth r1")
+    assert during.ok is True and "(the steady states: t-10.0..t+0.0, t+15.0..t+30.0)" in during.detail, during.detail
+    after = rows(timeline(stall_from(0.0), lambda d: 4), steady).row("progress_truth r1")
+    assert after.ok is False and after.measured == pytest.approx(15.0, abs=0.6), after.detail
+    assert "t+15.0..t+30.0" in after.detail and "/health said 200 for 15" in after.detail
+    unread = rows(timeline(lambda d: 200.0, lambda d: 4, skip=lambda d: d > 0), steady).row("progress_truth r1")
+    assert unread.unproven and "unknown for 15.0 s (t+15.0..t+30.0)" in unread.detail  # the first window says nothing of it
+    blind = rows(timeline(lambda d: 200.0, lambda d: 4, skip=lambda d: True), steady).row("progress_truth r1")
+    assert blind.unproven and blind.items == ("progress-truth",)  # only that item, never the recovery's own
+    none = rows(timeline(lambda d: 200.0, lambda d: 4, until=10.0), [(T0 + 20, T0 + 30)]).row("progress_truth r1")
+    assert none.unproven and "fewer than two scrapes of its counters in t+20.0..t+30.0" in none.detail

@@ -1,0 +1,90 @@
+"""The team's liveness probe (chaos.env.liveness), replayed at every phase it could have run at: from a dense probe
+of the same path with the same timeout (source `liveness`), each of its probes takes the answer of the dense probe
+sent nearest to it, and `failure_threshold` failures in a row restart the replica. Over the slow-but-healthy control
+a restart at any phase is a false kill (slow work it must not kill); after a fault, the phases' first restarts say
+how soon it catches the fault, from the luckiest phase to the unluckiest. Pure: no I/O."""
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import dataclass
+
+from chaos.env.liveness import LivenessProbe
+from chaos.observe.timeline import Timeline
+
+SOURCE = "liveness"
+PROBE_EVERY_S = 0.2  # the dense probe's interval: a phase's probe finds an answer sent within 0.1 s of it
+PHASES = 20  # phases tried per period
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One dense probe: sent at t, known at t + latency (its answer, or its timeout), bad: not a 2xx in time."""
+
+    t: float
+    known: float
+    bad: bool
+
+
+def answers(timeline: Timeline, source: str = SOURCE) -> list[Answer]:
+    """The dense probe's answers, in time order (empty where the environment declares no liveness probe)."""
+    took = {s.t: float(s.value) for s in timeline.series(source, "latency") if isinstance(s.value, (int, float))}
+    out = []
+    for s in timeline.series(source, "status"):
+        ok = isinstance(s.value, int) and not isinstance(s.value, bool) and 200 <= s.value < 300
+        out.append(Answer(s.t, s.t + took.get(s.t, 0.0), not ok))
+    return sorted(out, key=lambda x: x.t)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Each phase's first restart (None: none within the stretch), and the probes no dense answer stood for."""
+
+    restarts: tuple[float | None, ...]
+    unknown: int
+
+    @property
+    def killed(self) -> int:
+        return sum(1 for r in self.restarts if r is not None)
+
+    def first(self) -> float | None:
+        return min((r for r in self.restarts if r is not None), default=None)
+
+    def last(self) -> float | None:
+        """The unluckiest phase's restart; None where some phase never restarted it."""
+        return None if not self.restarts or None in self.restarts else max(r for r in self.restarts if r is not None)
+
+
+def replay(got: list[Answer], probe: LivenessProbe, a: float, b: float) -> Replay:
+    """The probe run at each of PHASES phases from `a` until `b`: where `failure_threshold` of its probes in a row
+    failed, the time the last failure was known (the restart). A probe with no dense answer sent within
+    max(1 s, 2 x PROBE_EVERY_S) of it is unknown and ends the run of failures: never counted as one."""
+    tol = max(1.0, 2 * PROBE_EVERY_S)
+    sent = [x.t for x in got]
+    restarts: list[float | None] = []
+    unknown = 0
+    for i in range(PHASES):
+        t, run, restart = a + probe.period_s * i / PHASES, 0, None
+        while t <= b and restart is None:
+            near = _nearest(sent, t)
+            if near is None or abs(got[near].t - t) > tol:
+                unknown, run = unknown + 1, 0
+            elif got[near].bad:
+                run += 1
+                if run >= probe.failure_threshold:
+                    restart = got[near].known
+            else:
+                run = 0
+            t += probe.period_s
+        restarts.append(restart)
+    return Replay(tuple(restarts), unknown)
+
+
+def _nearest(sorted_t: list[float], t: float) -> int | None:
+    if not sorted_t:
+        return None
+    i = bisect_left(sorted_t, t)
+    if i == 0:
+        return 0
+    if i == len(sorted_t):
+        return i - 1
+    return i if sorted_t[i] - t < t - sorted_t[i - 1] else i - 1
