@@ -14,6 +14,7 @@ from chaos.observe.timeline import Timeline
 SOURCE = "liveness"
 PROBE_EVERY_S = 0.2  # the dense probe's interval: a phase's probe finds an answer sent within 0.1 s of it
 PHASES = 20  # phases tried per period
+NEAR_S = 1.0  # a phase's probe takes the dense answer sent within this of it; none: unknown
 
 
 @dataclass(frozen=True)
@@ -56,9 +57,8 @@ class Replay:
 
 def replay(got: list[Answer], probe: LivenessProbe, a: float, b: float) -> Replay:
     """The probe run at each of PHASES phases from `a` until `b`: where `failure_threshold` of its probes in a row
-    failed, the time the last failure was known (the restart). A probe with no dense answer sent within
-    max(1 s, 2 x PROBE_EVERY_S) of it is unknown and ends the run of failures: never counted as one."""
-    tol = max(1.0, 2 * PROBE_EVERY_S)
+    failed, the time the last failure was known (the restart). A probe with no dense answer sent within NEAR_S
+    of it is unknown and ends the run of failures: never counted as one."""
     sent = [x.t for x in got]
     restarts: list[float | None] = []
     unknown = 0
@@ -66,7 +66,7 @@ def replay(got: list[Answer], probe: LivenessProbe, a: float, b: float) -> Repla
         t, run, restart = a + probe.period_s * i / PHASES, 0, None
         while t <= b and restart is None:
             near = _nearest(sent, t)
-            if near is None or abs(got[near].t - t) > tol:
+            if near is None or abs(got[near].t - t) > NEAR_S:
                 unknown, run = unknown + 1, 0
             elif got[near].bad:
                 run += 1
