@@ -49,16 +49,29 @@ def _bad_status(v: object) -> bool:
     return not (isinstance(v, int) and not isinstance(v, bool) and 200 <= v < 300)
 
 
+@dataclass(frozen=True)
+class Answer:
+    """One probe: sent at t, known at `known` (t + its latency: when it answered or timed out), bad or not."""
+
+    t: float
+    known: float
+    bad: bool
+
+
+def answers(timeline: Timeline, source: str, name: str = "status") -> list[Answer]:
+    """A prober's answers in the order they were sent: `name` "status" (bad: not a 2xx, or none in time) or "ok"
+    (a completion prober's: bad unless it succeeded)."""
+    took = {s.t: float(s.value) for s in timeline.series(source, "latency") if isinstance(s.value, (int, float))}
+    return sorted((Answer(s.t, s.t + took.get(s.t, 0.0), s.value is not True if name == "ok" else _bad_status(s.value))
+                   for s in timeline.series(source, name)), key=lambda a: a.t)
+
+
 def observations(timeline: Timeline, signal: Signal) -> list[tuple[float, bool]]:
-    """(t, bad) for each observation of `signal`, in time order; empty where it was not watched."""
+    """(t, bad) for each observation of `signal`, in time order; empty where it was not watched. A probe is stamped
+    when it was sent; what it said is known once it answered or timed out, and that is its t here."""
     if signal.key == "heartbeat":
         return heartbeat(timeline.samples, signal.source)
-    series = timeline.series(signal.source, signal.name)
-    # a probe is stamped when it was sent; what it said is known once it answered or timed out
-    took = {s.t: float(s.value) for s in timeline.series(signal.source, "latency") if isinstance(s.value, (int, float))}
-    if signal.name == "ok":
-        return sorted((s.t + took.get(s.t, 0.0), s.value is not True) for s in series)
-    return sorted((s.t + took.get(s.t, 0.0), _bad_status(s.value)) for s in series)
+    return sorted((a.known, a.bad) for a in answers(timeline, signal.source, signal.name))
 
 
 def heartbeat(samples: Sequence[Sample], source: str,

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from chaos.env.liveness import LivenessProbe
 from chaos.observe.timeline import Timeline
+from chaos.verify.detection import Answer
+from chaos.verify.detection import answers as probe_answers
 
 SOURCE = "liveness"
 PROBE_EVERY_S = 0.2  # the dense probe's interval: a phase's probe finds an answer sent within 0.1 s of it
@@ -17,23 +19,9 @@ PHASES = 20  # phases tried per period
 NEAR_S = 1.0  # a phase's probe takes the dense answer sent within this of it; none: unknown
 
 
-@dataclass(frozen=True)
-class Answer:
-    """One dense probe: sent at t, known at t + latency (its answer, or its timeout), bad: not a 2xx in time."""
-
-    t: float
-    known: float
-    bad: bool
-
-
-def answers(timeline: Timeline, source: str = SOURCE) -> list[Answer]:
-    """The dense probe's answers, in time order (empty where the environment declares no liveness probe)."""
-    took = {s.t: float(s.value) for s in timeline.series(source, "latency") if isinstance(s.value, (int, float))}
-    out = []
-    for s in timeline.series(source, "status"):
-        ok = isinstance(s.value, int) and not isinstance(s.value, bool) and 200 <= s.value < 300
-        out.append(Answer(s.t, s.t + took.get(s.t, 0.0), not ok))
-    return sorted(out, key=lambda x: x.t)
+def answers(timeline: Timeline) -> list[Answer]:
+    """The dense probe's answers, in the order they were sent (none where the environment declares no probe)."""
+    return probe_answers(timeline, SOURCE)
 
 
 @dataclass(frozen=True)
