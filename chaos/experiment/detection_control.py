@@ -129,9 +129,8 @@ def _liveness_row(v: Verdict, run: Run, summary: SummaryCollector, a: float, b: 
         return
     rp = replay(got, probe, a, b)
     slowest = max(x.known - x.t for x in got)
-    count, longest, observed = control_keys(LIVENESS)
+    count, _, observed = control_keys(LIVENESS)  # a replayed probe has restarts, not false stretches
     summary.add(SECTION, **{count: rp.killed, observed: PHASES})
-    summary.worst(SECTION, longest, 0.0)
     v.add("liveness_probe_restarts", 0, rp.killed, rp.killed == 0,
           f"the team's liveness probe ({probe.describe()}) replayed at {PHASES} phases over {len(got)} probes of "
           f"{probe.path}: it would have restarted this slow but healthy replica at {rp.killed} of them; the slowest "
