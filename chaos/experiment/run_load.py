@@ -56,8 +56,7 @@ class LoadSteps(RunHandle):
         The first two are what the endpoint claims, the third what it does (chaos.verify.health_truth).
 
         source=None marks the primary endpoint (the one the recovery verdict reads)."""
-        # probers outlive the scenario's time budget: at time_scale 1.0 a restart can take longer than 600 s
-        limit = max(600.0, self.env.safety.abort.max_fault_duration_s, self.budget.total if self.budget else 0.0)
+        limit = self._prober_limit_s()
         if health:
             at_api = base_url.rstrip("/") == self.env.endpoints.api.rstrip("/")
             h = HealthProber(base_url, self.timeline, interval_s=0.1, max_duration_s=limit,
@@ -65,9 +64,8 @@ class LoadSteps(RunHandle):
             h.source = self.source("health", source)
             self.observers.append(h.start())
         if models:  # a second claim, at a modest rate: it lists the model while the engine may be dead
-            auth = {"authorization": f"Bearer {self.env.endpoints.api_key}"} if self.env.endpoints.api_key else {}
             m = HealthProber(base_url, self.timeline, interval_s=0.5, timeout_s=1.0, max_duration_s=limit,
-                             path="/v1/models", headers=auth)
+                             path="/v1/models", headers=self._api_auth())
             m.source = self.source("models", source)
             self.observers.append(m.start())
         if completion:
@@ -82,13 +80,20 @@ class LoadSteps(RunHandle):
         probe = self.env.liveness
         if probe is None:
             return
-        limit = max(600.0, self.env.safety.abort.max_fault_duration_s, self.budget.total if self.budget else 0.0)
-        auth = {"authorization": f"Bearer {self.env.endpoints.api_key}"} \
-            if self.env.endpoints.api_key and probe.path == "/v1/models" else {}
         p = HealthProber(base_url, self.timeline, interval_s=PROBE_EVERY_S, timeout_s=probe.timeout_s,
-                         max_duration_s=limit, path=probe.path, headers=auth)
+                         max_duration_s=self._prober_limit_s(), path=probe.path,
+                         headers=self._api_auth() if probe.path == "/v1/models" else {})
         p.source = LIVENESS
         self.observers.append(p.start())
+
+    def _prober_limit_s(self) -> float:
+        """How long a prober may run: past the scenario's time budget (at time_scale 1.0 a restart can take longer
+        than 600 s)."""
+        return max(600.0, self.env.safety.abort.max_fault_duration_s, self.budget.total if self.budget else 0.0)
+
+    def _api_auth(self) -> dict[str, str]:
+        """The API key's header for the OpenAI routes (/v1/models), none where the environment has no key."""
+        return {"authorization": f"Bearer {self.env.endpoints.api_key}"} if self.env.endpoints.api_key else {}
 
     def start_load(self, url: str | None = None, **overrides: Any) -> None:
         """Start background load against the client endpoint (or `url`) with the environment's profile."""

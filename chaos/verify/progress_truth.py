@@ -200,6 +200,7 @@ def progress_truth_rows(v: Verdict, timeline: Timeline, t_fault: float, limit_s:
     row that is not proven leaves unproven (default: every item of the test)."""
     name = fault or "no fault"
     sources = dict(replicas) if isinstance(replicas, Mapping) else {r: f"health:{r}" for r in replicas}
+    spans = ", ".join(f"{_rel(a, t_fault)}..{_rel(b, t_fault)}" for a, b in windows)
     for rep, health_source in sources.items():
         check = f"progress_truth {rep}"
         metrics = [s for s in timeline.samples if s.source == f"metrics:{rep}"]
@@ -219,7 +220,6 @@ def progress_truth_rows(v: Verdict, timeline: Timeline, t_fault: float, limit_s:
         pr = (within_windows(counters, claims, windows, floor_tokens_per_s=floor_tokens_per_s) if windows else
               compare(counters, claims, floor_tokens_per_s=floor_tokens_per_s))
         if pr is None:
-            spans = ", ".join(f"{_rel(a, t_fault)}..{_rel(b, t_fault)}" for a, b in windows)
             v.not_proven(check, limit_s, None, f"{name}: {rep}: fewer than two scrapes of its counters in {spans}: "
                          "whether it decoded there is unknown", items=items)
             continue
@@ -228,7 +228,7 @@ def progress_truth_rows(v: Verdict, timeline: Timeline, t_fault: float, limit_s:
         inside = [c for c in counters if any(a <= c.t <= b for a, b in windows)] if windows else counters
         span = f"{len(inside)} scrapes over {_rel(pr.start, t_fault)}..{_rel(pr.end, t_fault)}"
         if windows:
-            span += " (the steady states: " + ", ".join(f"{_rel(a, t_fault)}..{_rel(b, t_fault)}" for a, b in windows) + ")"
+            span += f" (the steady states: {spans})"
         said = describe(lie, t_fault, floor_tokens_per_s) if lie else "/health never said 200 while nothing decoded"
         detail = f"{name}: {rep}: {said}; {len(pr.lies)} such window(s), {span}"
         if lie is not None and lie.length_s > limit_s:
