@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from chaos.experiment.answers_steps import PROMPT_SET, collect_golden, golden_wait_s
 from chaos.experiment.runner import Experiment
 from chaos.experiment.suite import fault_proof, gateway_admin, wait_out_left_over_alerts
+from chaos.experiment.suite_budgets import BREAKER_FILL
 from chaos.experiment.waits import breaker_closed, window_full
 from chaos.faults import AllOf
 from chaos.faults.http import HttpFault
@@ -49,9 +50,9 @@ def breaker_tier(stack: StackHandle, monitoring: AlertMonitor, summary: SummaryC
                  faults: Callable[[list[str], Size], Sequence[Fault]]) -> Experiment:
     """Breaker scenario `name` (one of BREAKER_SIZE_NAMES) on the stack's canaries, as an Experiment for the
     one runner: `users` closed-loop users for `duration_s`, `faults(canaries, size)` made when the canary's
-    window is full. Skips now where the canary cannot get the calls per window this tier needs."""
+    window is full. It is skipped (not proven) where the canary's full window cannot tell this tier apart,
+    judged on the calls the load really sent: a warm-up's rate (a fresh real-vLLM replica's first seconds) says less."""
     size = sizes(stack.env.breaker)[name]
-    _enough_canary_traffic(stack, size)
     canaries = stack.targets_in("canary")
     kind = stack.env.gateway.kind if stack.env.gateway else "external"
     rep.labels(epic="Resilience", feature="Circuit breaker", story=name, suite="breaker")
@@ -68,21 +69,6 @@ def breaker_tier(stack: StackHandle, monitoring: AlertMonitor, summary: SummaryC
         tier.judge(summary)  # the fault happened; the breaker's tier and timing, nothing lost; the alerts saw it
 
     return Experiment(f"breaker-{name}", steps=steps, hurt=tuple(canaries))
-
-
-def _enough_canary_traffic(stack: StackHandle, size: Size) -> None:
-    """Skip early where even the capacity measured at warm-up cannot give the canary the calls per
-    window that the tier needs (errors and latency: more calls never hurt those), or a degrade's drain (the
-    canary out for open_wait_s) could not be told from chance at that rate."""
-    p, rate = stack.env.breaker, stack.capacity_rps()
-    if rate is None or size.kind not in ("errors", "latency"):
-        return
-    if (why := why_not(p, size, int(rate * p.canary_weight * p.window_s))) is not None:
-        _skip(f"{why}; at most, from {rate:.1f} req/s measured at warm-up x canary_weight {p.canary_weight:g}")
-    # open_wait_s is how long the reference gateway keeps a tripped canary out; another gateway's ban is its own
-    reference = stack.env.gateway is not None and stack.env.gateway.kind == "reference"
-    if reference and size.expect == "degrade" and (why := drain_unseen(p, rate)) is not None:
-        _skip(f"{why}; from the {rate:.1f} req/s measured at warm-up")
 
 
 class BreakerSteps:
@@ -124,10 +110,26 @@ class BreakerSteps:
     def fill_canary_window(self) -> None:
         """Hold the steady state until the canary's window holds the calls this tier needs.
 
-        Skips where the calls it holds then cannot tell the tiers apart."""
-        calls = self._canary_window_full(window_target(self.policy, self.size))
-        if (why := why_not(self.policy, self.size, calls)) is not None:
-            _skip(why)
+        Skips where the calls it holds then cannot tell the tiers apart, or where a degrade's drain (the
+        canary out for open_wait_s) could not be told from chance at the rate the load sent meanwhile."""
+        p = self.policy
+        calls = self._canary_window_full(window_target(p, self.size))
+        if (why := why_not(p, self.size, calls)) is not None:
+            _skip(f"{why} (counted in the canary's window once it was full)")
+        # open_wait_s is how long the reference gateway keeps a tripped canary out; another gateway's ban is its own
+        if self.kind == "reference" and self.size.expect == "degrade" and (rate := self._send_rate()) is not None:
+            if (why := drain_unseen(p, rate)) is not None:
+                _skip(f"{why}; from the {rate:.1f} req/s the load sent while the canary's window filled")
+
+    def _send_rate(self) -> float | None:
+        """Attempts per second the load sent over the last breaker window (every pool's), from its records."""
+        load = self.sc.load
+        sends = sorted(r.t_send for r in load.records()) if load is not None else []
+        if len(sends) < 2:
+            return None
+        start = max(sends[0], sends[-1] - self.policy.window_s)
+        span = sends[-1] - start
+        return sum(1 for t in sends if t >= start) / span if span > 0 else None
 
     def inject(self, faults: Sequence[Fault]) -> None:
         """The faults, all at once (the breaker sees them as one); the alerts' clock starts."""
@@ -248,7 +250,7 @@ class BreakerSteps:
         the last window_s (a gateway that still bans the canary from the last test has not filled it)."""
         p = self.policy
         full = window_full(calls=target, count=self._canary_calls, window_s=None if self.admin else p.window_s)
-        with self.sc.phase(f"steady state: the canary's breaker window holds {target} calls"):
+        with self.sc.phase(BREAKER_FILL, calls=target):  # its own budget (2 windows), not the steady state's 3 s
             self.sc.wait_until(full, timeout=2 * p.window_s, every=0.5)
         return full.seen
 

@@ -153,10 +153,11 @@ def _alert_alarms(summary: SummaryCollector, watch: AlertWatch | None, a: float,
 
 
 def attach_detection(run: Run, summary: SummaryCollector, fault: str, replica: str, t0: float,
-                     alert_s: float | None, alerts_read: bool) -> None:
+                     alert_s: float | None, alerts_read: bool) -> Replay | None:
     """A recovery scenario's detection table, attached to its report: each signal's seconds from the fault at
     `t0` to its first bad observation (the alert's `alert_s`, where `alerts_read`), beside the control's false
-    alarms; the detections go into the run's timeline as one event."""
+    alarms; the detections go into the run's timeline as one event. Returns the team's liveness probe replayed
+    from `t0` (None where the environment declares none or its path was not probed), for its catch verdict."""
     until = run.clock()
     sigs = signals(replica)
     detected: dict[str, float | None] = {}
@@ -168,7 +169,7 @@ def attach_detection(run: Run, summary: SummaryCollector, fault: str, replica: s
     sigs.append(ALERT)
     watched[ALERT.key], detected[ALERT.key] = int(alerts_read), alert_s
     seen: dict[str, str] = {}
-    probe = run.env.liveness
+    probe, rp = run.env.liveness, None
     if probe is not None:
         got = [x for x in answers(run.timeline) if x.t >= t0]
         sigs.append(Signal(LIVENESS.key, f"{LIVENESS.label} ({probe.describe()})", LIVENESS.source, LIVENESS.name))
@@ -182,6 +183,7 @@ def attach_detection(run: Run, summary: SummaryCollector, fault: str, replica: s
                             seen=seen)
     rep.attach_table(table, name="detection across signals")
     run.timeline.event("detection", fault, **{k: v for k, v in detected.items() if v is not None})
+    return rp if probe is not None else None
 
 
 def restart_span(rp: Replay, t0: float, window_s: float) -> str:

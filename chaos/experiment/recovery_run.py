@@ -17,12 +17,13 @@ from chaos.experiment.suite import fault_happened, wait_out_left_over_alerts
 from chaos.experiment.waits import engine_restarted
 from chaos.observe.metrics import engine_counter_scraper
 from chaos.report import allure as rep
-from chaos.report.checklist import PROGRESS
+from chaos.report.checklist import DETECTION, PROGRESS
 from chaos.report.summary import add_recovery
 from chaos.report.tables import latency_table
 from chaos.verify.accounting import accounting_verdict, fault_allowance
 from chaos.verify.answers import answers_across_fault
 from chaos.verify.health_truth import TIMEOUT_BOUND
+from chaos.verify.liveness import Replay, catch_row
 from chaos.verify.progress_truth import progress_truth_rows
 from chaos.verify.recovery import recovery_verdict, served_by, steady_seen
 from chaos.verify.restart_policy import check_restart_policy
@@ -225,16 +226,28 @@ class RecoverySteps:
         answers = answers_across_fault(records, self.t_inject)  # every answer during and after the fault, by the steady ones
         progress = self._progress(sc.clock())
         rep.attach_table(latency_table(records, env.slas.latency), name="latency per prompt class")
+        behaved = [rv, av, answers, progress]
         if kind is not None:  # which signal saw the fault first, beside the slow-but-healthy control's false alarms
             read = self.monitoring.prometheus is not None
-            attach_detection(sc, summary, kind, name, self.t_inject, self.alerts.first_fired_s(self.t_inject) if read
-                             else None, read)
+            rp = attach_detection(sc, summary, kind, name, self.t_inject, self.alerts.first_fired_s(self.t_inject)
+                                  if read else None, read)
+            behaved += self._liveness_catch(rp)
         add_recovery(summary, rv, av, fault=kind is not None, target=name)
         if stage1:
             sc.judge("the fault really happened", stage1)
-        sc.judge("the system behaved", [rv, av, answers, progress])
+        sc.judge("the system behaved", behaved)
         # a fault that did not happen is no missed alert: stage 1 decides whether a silence counts
         sc.judge("the monitoring saw it", [self.alerts.verdict(fault_proven=all(v.ok for v in stage1), timeline=sc.timeline)])
+
+    def _liveness_catch(self, rp: Replay | None) -> list[Verdict]:
+        """The team's liveness probe, where the environment declares one, must catch an outage longer than its own
+        detection time (the slow-but-healthy control judges the other way: the slow work it must not kill)."""
+        probe = self.env.liveness
+        if probe is None:
+            return []
+        v = Verdict("the team's liveness probe catches the outage", window=(self.t_end, self.t_recovered))
+        catch_row(v, rp, probe, self.t_end, self.t_recovered, lie_s=self.env.slas.health_truth_s, items=(DETECTION.id,))
+        return [v]
 
     def _progress(self, until: float) -> Verdict:
         """Decode progress in the steady states: before the fault, and from the replica's recovery on (a restart that

@@ -159,10 +159,14 @@ def _network(env: Environment) -> list[PhaseBudget]:
                                   f"max(retry.deadline_s {_s(env.retry.deadline_s)} / 2, a {_s(_window(env))} s window)")]
 
 
+# the breaker tier's wait for a full canary window (chaos.experiment.breaker_tier): its budget's phase by name
+BREAKER_FILL = "steady state: the canary's breaker window is full"
+
+
 def _breaker(env: Environment) -> list[PhaseBudget]:
     p = env.breaker
     return common(env) + _golden(env, answers_steps.PHASE) + [
-        derived("steady state: the canary's breaker window is full", 2 * p.window_s, f"2 x breaker.window_s {_s(p.window_s)}"),
+        derived(BREAKER_FILL, 2 * p.window_s, f"2 x breaker.window_s {_s(p.window_s)}"),
         derived("recovery: half-open probing, then closed", 2 * p.window_s + 10 * p.open_wait_s + 2 * p.reaction_allowance_s,
                 f"breaker.window_s {_s(p.window_s)}, open_wait_s {_s(p.open_wait_s)}, reaction_allowance_s "
                 f"{_s(p.reaction_allowance_s)}"),

@@ -214,7 +214,7 @@ ENTRIES = (  # destructive: as the suites mark their tests (refused on a protect
     Entry("recovery", "plain restart (progress truth)", True, (no_stall_target,)),
     Entry("network", "client-path jitter, reset, timeout", False, (no_client_proxy,)),
     Entry("breaker", "degrade / rollback / OOM tiers on the canary", False, (no_breaker_view, no_canary),
-          "the canary's traffic at warm-up must reach min_calls per window"),
+          "the canary's traffic, measured once its window is full, must reach min_calls per window"),
     Entry("breaker", "leak trend", False, (no_breaker_view, no_simulator_canary)),
     Entry("routing", "cache headers, the model asked for, secrets", False),
     Entry("routing", "unsigned, tampered, expired, replayed requests refused", False, (no_signing,)),

@@ -12,6 +12,7 @@ from chaos.env.liveness import LivenessProbe
 from chaos.observe.timeline import Timeline
 from chaos.verify.detection import Answer
 from chaos.verify.detection import answers as probe_answers
+from chaos.verify.verdict import Verdict
 
 SOURCE = "liveness"
 PROBE_EVERY_S = 0.2  # the dense probe's interval: a phase's probe finds an answer sent within 0.1 s of it
@@ -76,3 +77,46 @@ def _nearest(sorted_t: list[float], t: float) -> int | None:
     if i == len(sorted_t):
         return i - 1
     return i if sorted_t[i] - t < t - sorted_t[i - 1] else i - 1
+
+
+CATCH = "liveness_probe_catch_s"
+
+
+def catch_bound_s(probe: LivenessProbe) -> float:
+    """The longest the probe takes to restart a replica that stopped answering: its first failing probe comes up to
+    one period after the outage began, `failure_threshold` periods in all, the last one known at its timeout."""
+    return probe.failure_threshold * probe.period_s + probe.timeout_s
+
+
+def catch_row(v: Verdict, rp: Replay | None, probe: LivenessProbe, t_out: float, t_back: float, *,
+              lie_s: float, items: tuple[str, ...] = ()) -> None:
+    """The hang the probe must catch: the replica served nothing from `t_out` (the fault took effect) to `t_back`
+    (its first real completion after it). Its path may say healthy for `lie_s` of that (slas.health_truth_s, judged
+    by health truth), so the limit is the probe's own catch_bound_s plus `lie_s`: a shorter outage leaves it nothing
+    to catch; a longer one must be restarted within the limit (and NEAR_S, the dense probe's grain) at every phase.
+    A phase that never restarts it in the outage fails in the words of what it missed; `items`: those a probe never
+    answered leaves unproven."""
+    bound, out, what = catch_bound_s(probe) + lie_s, t_back - t_out, f"the team's liveness probe ({probe.describe()})"
+    if out <= bound:
+        v.add(CATCH, bound, round(out, 2), True, f"the replica served again {out:.1f} s after the fault took effect, "
+              f"within the {bound:g} s {what} may take ({catch_bound_s(probe):g} s, after a {lie_s:g} s lie of its "
+              "path): nothing for it to catch")
+        return
+    if rp is None:
+        v.not_proven(CATCH, bound, None, f"{what}: its path was not probed after the fault, so whether it would "
+                     f"have caught the {out:.0f} s outage is unknown", items=items)
+        return
+    late = [r - t_out if r is not None and r <= t_back else None for r in rp.restarts]
+    missed = sum(1 for x in late if x is None)
+    if missed:
+        if rp.unknown:
+            v.not_proven(CATCH, bound, None, f"{what}: {rp.unknown} of its replayed probes had no answer near them, and "
+                         f"{missed} of {PHASES} phases saw no restart in the {out:.1f} s outage", items=items)
+            return
+        v.add(CATCH, bound, f">{out:.1f}", False, f"{what} would leave the replica serving nothing for {out:.1f} s at "
+              f"{missed} of {PHASES} phases: {probe.path} answered in time while no completion succeeded")
+        return
+    worst = max(x for x in late if x is not None)
+    v.add(CATCH, bound, round(worst, 2), worst <= bound + NEAR_S,
+          f"{what} restarted the replica {worst:.1f} s after the fault took effect at its unluckiest of {PHASES} "
+          f"phases, in an outage of {out:.1f} s")
