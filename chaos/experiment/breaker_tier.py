@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from chaos.experiment.answers_steps import PROMPT_SET, collect_golden, golden_wait_s
 from chaos.experiment.runner import Experiment
 from chaos.experiment.suite import fault_proof, gateway_admin, wait_out_left_over_alerts
-from chaos.experiment.suite_budgets import BREAKER_FILL
+from chaos.experiment.suite_budgets import BREAKER_FILL, breaker_steady_s
 from chaos.experiment.waits import breaker_closed, window_full
 from chaos.faults import AllOf
 from chaos.faults.http import HttpFault
@@ -104,7 +104,7 @@ class BreakerSteps:
         with self.sc.phase("start load"):
             self.load_t0 = self.sc.clock()
             self.sc.start_load(duration_s=max(duration_s, longest), users=users, answers=PROMPT_SET)
-        self.sc.steady_state(max(3.0, self.policy.window_s * 0.5))
+        self.sc.steady_state(breaker_steady_s(self.policy))  # its budget: the same figure
         collect_golden(self.sc)  # the answers every answer during and after the fault is held to
 
     def fill_canary_window(self) -> None:

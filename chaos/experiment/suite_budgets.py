@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from chaos.env import Environment
-from chaos.env.model import Target
+from chaos.env.model import BreakerPolicy, Target
 from chaos.experiment import answers_steps
 from chaos.experiment.budget import Budget, PhaseBudget, derived, margin
 from chaos.faults.base import recover_bound_s
@@ -163,9 +163,15 @@ def _network(env: Environment) -> list[PhaseBudget]:
 BREAKER_FILL = "steady state: the canary's breaker window is full"
 
 
+def breaker_steady_s(policy: BreakerPolicy) -> float:
+    """The breaker tier's steady state after its load starts: half a breaker window, 3 s at least."""
+    return max(3.0, policy.window_s * 0.5)
+
+
 def _breaker(env: Environment) -> list[PhaseBudget]:
     p = env.breaker
-    return common(env) + _golden(env, answers_steps.PHASE) + [
+    steady = derived("steady state", breaker_steady_s(p), f"half of breaker.window_s {_s(p.window_s)}, 3 s at least")
+    return [steady if b.phase == "steady state" else b for b in common(env)] + _golden(env, answers_steps.PHASE) + [
         derived(BREAKER_FILL, 2 * p.window_s, f"2 x breaker.window_s {_s(p.window_s)}"),
         derived("recovery: half-open probing, then closed", 2 * p.window_s + 10 * p.open_wait_s + 2 * p.reaction_allowance_s,
                 f"breaker.window_s {_s(p.window_s)}, open_wait_s {_s(p.open_wait_s)}, reaction_allowance_s "

@@ -83,3 +83,17 @@ def test_the_window_s_fill_waits_under_its_own_budget_of_two_windows() -> None:
     steps._canary_window_full(120)
     budget = Budget(SUITES["breaker"](env)).get(entered[0])
     assert budget is not None and budget.seconds >= 2 * env.breaker.window_s, (entered, budget)
+
+
+def test_the_steady_state_before_the_fill_waits_under_a_budget_of_half_a_window() -> None:
+    from chaos.experiment.budget import Budget
+    from chaos.experiment.suite_budgets import SUITES, breaker_steady_s
+
+    for name in ("local", "local-vllm"):
+        env = load(name, environ={})
+        budget = Budget(SUITES["breaker"](env))
+        steady = budget.get("steady state")
+        assert steady is not None and steady.seconds >= breaker_steady_s(env.breaker) + 30.0, (name, steady)  # + margin
+        assert [p.phase for p in budget.phases].count("steady state") == 1  # replaced, not counted twice
+    wide = load("local-vllm", environ={}).breaker.model_copy(update={"window_s": 120.0})
+    assert breaker_steady_s(wide) == 60.0
