@@ -50,3 +50,7 @@ def test_a_crash_is_detected_by_every_signal_beside_the_controls_false_alarms(tm
             continue
         assert re.fullmatch(r"\d+\.\d\d", detected), (signal, detected)  # seen, in seconds after the fault
         assert re.fullmatch(r"\d+ in [1-9]\d* observations", alarms), (signal, alarms)  # the alert's: its firings
+    # the catching side, judged in the crash's own verdict: local's crash heals well within what the probe may take
+    caught = [f for f in results.glob("*-attachment.html") if "liveness_probe_catch_s" in f.read_text(encoding="utf-8")]
+    assert len(caught) == 1, [f.name for f in caught]
+    assert "nothing for it to catch" in html.unescape(caught[0].read_text(encoding="utf-8")), caught[0]
