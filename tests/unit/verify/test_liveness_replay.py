@@ -1,6 +1,8 @@
 """The team's liveness probe replayed at every phase over a dense probe (chaos.verify.liveness): slow work it would
 restart is caught at the phases that land on it, a long outage at every phase, a periodic stall at the phases
-aligned with it; a probe with no dense answer near it is unknown, never a failure."""
+aligned with it; a probe with no dense answer near it is unknown, never a failure. The hang it must catch
+(catch_row): an outage shorter than the probe may take leaves it nothing to catch; a longer one must be restarted
+within that at every phase, and a path that keeps answering while nothing is served fails, naming the outage."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -9,7 +11,8 @@ import pytest
 
 from chaos.env.liveness import LivenessProbe
 from chaos.observe.timeline import Timeline
-from chaos.verify.liveness import PHASES, Answer, answers, replay
+from chaos.verify.liveness import CATCH, PHASES, Answer, answers, catch_bound_s, catch_row, replay
+from chaos.verify.verdict import Verdict
 
 PROBE = LivenessProbe(timeout_s=1.0, period_s=5.0, failure_threshold=3)
 
@@ -62,3 +65,51 @@ def test_answers_read_the_dense_probe_from_the_timeline() -> None:
         tl.sample("liveness", "latency", latency, t=t)
     assert answers(tl) == [Answer(1.0, 1.01, False), Answer(1.2, 2.2, True), Answer(1.4, 1.42, True)]
     assert answers(Timeline(clock=lambda: 0.0)) == []
+
+
+LIE_S = 5.0  # slas.health_truth_s: how long its path may say healthy while nothing is served
+
+
+def judged(got: list[Answer], t_out: float, t_back: float) -> Verdict:
+    v = Verdict("liveness")
+    catch_row(v, replay(got, PROBE, t_out, 120.0), PROBE, t_out, t_back, lie_s=LIE_S, items=("detection-signals",))
+    return v
+
+
+def test_the_bound_is_threshold_periods_and_a_timeout() -> None:
+    assert catch_bound_s(PROBE) == 16.0
+
+
+def test_a_short_outage_leaves_the_probe_nothing_to_catch() -> None:
+    v = judged(dense(lambda t: False, until=120.0), 10.0, 30.0)  # 20 s: under 16 s and the 5 s its path may lie
+    assert v.ok and v.row(CATCH).measured == 20.0 and "nothing for it to catch" in v.row(CATCH).detail
+
+
+def test_a_dead_replica_is_restarted_at_every_phase_within_the_bound() -> None:
+    v = judged(dense(lambda t: 10.0 <= t < 90.0, until=120.0), 10.0, 90.0)
+    row = v.row(CATCH)
+    assert v.ok and row.ok and 15.0 <= row.measured <= 16.0 + 1.0, row
+    lied = judged(dense(lambda t: 14.0 <= t < 90.0, until=120.0), 10.0, 90.0)  # its path said healthy for 4 s first: allowed
+    assert lied.ok and lied.row(CATCH).measured > 16.0, lied.row(CATCH)
+
+
+def test_health_that_answers_through_a_hang_fails_naming_the_outage() -> None:
+    v = judged(dense(lambda t: False, until=120.0), 10.0, 50.0)  # /health 200 while nothing was served for 40 s
+    row = v.row(CATCH)
+    assert row.ok is False and f"for 40.0 s at {PHASES} of {PHASES} phases" in row.detail, row.detail
+
+
+def test_a_probe_that_fails_too_late_fails_the_bound() -> None:
+    """/health answers for 20 s of the hang (a lie), then fails: the probe restarts ~37 s in, over its 16 + 5 s."""
+    v = judged(dense(lambda t: t >= 30.0, until=120.0), 10.0, 100.0)
+    row = v.row(CATCH)
+    assert row.ok is False and row.measured > 22.0, row
+
+
+def test_no_answers_after_the_fault_is_not_proven_never_a_pass() -> None:
+    v = Verdict("liveness")
+    catch_row(v, None, PROBE, 10.0, 60.0, lie_s=LIE_S, items=("detection-signals",))
+    row = v.row(CATCH)
+    assert row.ok is None and row.unproven and row.items == ("detection-signals",)
+    gaps = judged(dense(lambda t: False, until=120.0, skip=lambda t: t > 12.0), 10.0, 60.0)
+    assert gaps.row(CATCH).ok is None and "no answer near them" in gaps.row(CATCH).detail
