@@ -183,7 +183,7 @@ def attach_detection(run: Run, summary: SummaryCollector, fault: str, replica: s
                             seen=seen)
     rep.attach_table(table, name="detection across signals")
     run.timeline.event("detection", fault, **{k: v for k, v in detected.items() if v is not None})
-    return rp if probe is not None else None
+    return rp
 
 
 def restart_span(rp: Replay, t0: float, window_s: float) -> str:
