@@ -1,6 +1,7 @@
 """Progress truth as an Experiment (`progress_run(...)`): a fault on one replica under load, and the verdict is
 whether its /health said 200 while it decoded nothing for the requests it held, longer than
-`slas.health_truth_s` (chaos.verify.progress_truth), from its own counters scraped over the run.
+`slas.health_truth_s` (chaos.verify.progress_truth), from its own counters scraped over the run and the fault
+proxy's log of its streams' pauses.
 
 The suite names the fault: a decode stall on a stack that acts on progress (the reference gateway ejects the
 replica, the embedded stack restarts it: chaos.bridge.progress_keeper) passes; the same stall with the gateway
@@ -17,6 +18,7 @@ from chaos.experiment.waits import engine_restarted
 from chaos.observe.metrics import engine_counter_scraper
 from chaos.report import allure as rep
 from chaos.verify.progress_truth import progress_truth_rows
+from chaos.verify.stream_progress import DecodingStream, decoding_streams
 from chaos.verify.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -25,6 +27,19 @@ if TYPE_CHECKING:
     from chaos.faults import Fault
 
 SCRAPE_EVERY_S = 0.5  # the replica's counters: ten reads inside the local SLA (health_truth_s 5)
+STREAM_MARGIN_S = 120.0  # a stream decoding at a window's start arrived before it: read the log from this far back
+
+
+def proxy_streams(stack: StackHandle, name: str, since: float, until: float
+                  ) -> dict[str, list[DecodingStream] | str | None] | None:
+    """Progress truth's second source for target `name`: its streams' pauses over [since, until] from the fault
+    proxy in front of it (a str: why its log could not be read); None where no fault proxy stands there."""
+    if stack.env.fault_proxy_of(name) is None:
+        return None
+    log = stack.server_log("fault proxy", since=since - STREAM_MARGIN_S, until=until)
+    if log.unproven:
+        return {name: f"the fault proxy's log could not be read ({log.unproven})"}
+    return {name: decoding_streams(log.rows, name)}
 
 
 def progress_run(stack: StackHandle, kind: str, name: str, fault: Callable[[], Fault], *, restarted: bool = True,
@@ -67,7 +82,8 @@ def progress_run(stack: StackHandle, kind: str, name: str, fault: Callable[[], F
         if restarted and evidence["restarts_seen"]:
             run.judge("the fault really happened", [fault_happened(evidence, restarts_seen=lambda n: n >= 1)])
         v = Verdict("progress truth", window=(t_inject, run.clock()))
-        progress_truth_rows(v, run.timeline, t_inject, limit, {name: "health"}, fault=kind)
+        progress_truth_rows(v, run.timeline, t_inject, limit, {name: "health"}, fault=kind,
+                            streams=proxy_streams(stack, name, t_inject, run.clock()))
         run.judge("decode made progress whenever /health said 200", [v])
 
     return Experiment(f"progress-{kind}-{name}", steps=steps, hurt=(name,))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from chaos.experiment import suite_budgets as budgets
 from chaos.experiment.answers_steps import LOAD_ANSWERS, collect_after, collect_golden
 from chaos.experiment.detection_control import attach_detection
+from chaos.experiment.progress_run import proxy_streams
 from chaos.experiment.runner import Experiment
 from chaos.experiment.suite import fault_happened, wait_out_left_over_alerts
 from chaos.experiment.waits import engine_restarted
@@ -256,5 +257,6 @@ class RecoverySteps:
         windows = [(self.t_steady, self.t_inject), (self.t_recovered, until)] if self.kind else [(self.t_steady, until)]
         v = Verdict("decode progress in the steady states", window=(self.t_steady, until))
         progress_truth_rows(v, self.sc.timeline, self.t_inject, self.env.slas.health_truth_s, {self.name: "health"},
-                            fault=self.kind, windows=windows, items=(PROGRESS.id,))
+                            fault=self.kind, windows=windows, items=(PROGRESS.id,),
+                            streams=proxy_streams(self.stack, self.name, self.t_steady, until))
         return v

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from chaos.observe.timeline import Sample, Timeline
+from chaos.verify.stream_progress import DecodingStream, stream_progress
 from chaos.verify.verdict import Verdict
 
 GENERATED, RUNNING = "vllm:generation_tokens_total", "vllm:num_requests_running"
@@ -27,6 +28,7 @@ FIRST_TOKENS = "vllm:time_to_first_token_seconds_count"
 # far below any real engine's per-sequence decode rate (vLLM on CPU decodes a few tokens/s per sequence at
 # worst; a GPU tens to hundreds), far above the first tokens a stalled engine's new arrivals add
 FLOOR_TOKENS_PER_S = 1.0
+STREAMS = "the fault proxy's streams"
 
 
 @dataclass(frozen=True)
@@ -189,56 +191,124 @@ def within_windows(counters: Sequence[Scrape], claims: Sequence[Sample], windows
     return Progress(seen[0].start, seen[-1].end, lies, unknown, busy)
 
 
+def stream_lies(streams: Sequence[DecodingStream], claims: Sequence[Sample], windows: Sequence[tuple[float, float]],
+                *, claim_stale_s: float = 2.0) -> Progress | None:
+    """The fault proxy's view (chaos.verify.stream_progress): the spans in which every stream the replica was
+    decoding paused, split at its health claims; healthy parts are lies. None without streams or claims."""
+    cs = sorted(claims, key=lambda c: c.t)
+    if not streams or not cs:
+        return None
+    lies: list[Stall] = []
+    unknown: list[tuple[float, float]] = []
+    busy = 0.0
+    for a, b in windows:
+        sp = stream_progress(streams, a, b)
+        busy += sp.busy_s
+        unknown += sp.unknown
+        for x, y, paused in sp.stalls:
+            _stalled(lies, unknown, cs, x, y, 0.0, paused, claim_stale_s)
+    return Progress(windows[0][0], windows[-1][1], lies, unknown, busy)
+
+
+@dataclass(frozen=True)
+class SourceVerdict:
+    """What one source of progress says of one replica: fail, pass or unknown, its longest lie, and why."""
+
+    outcome: str  # fail | pass | unknown | unreadable (the counters: not proven, as unknown)
+    worst: float | None
+    detail: str
+
+
+def _streams_paused(lie: Stall, t0: float) -> str:
+    return (f"/health said 200 for {lie.length_s:.1f} s ({_rel(lie.start, t0)}..{_rel(lie.end, t0)}) while nothing "
+            f"decoded: every stream it was decoding paused, up to {lie.running_max:.0f} at once")
+
+
+def _judge(pr: Progress, limit_s: float, t_fault: float, floor: float, said_by: str, span: str) -> SourceVerdict:
+    lie = pr.longest()
+    worst = round(lie.length_s, 3) if lie else 0.0
+    told = _streams_paused(lie, t_fault) if lie and said_by == STREAMS else describe(lie, t_fault, floor) if lie else ""
+    said = told or "/health never said 200 while nothing decoded"
+    detail = f"{said_by}: {said}; {len(pr.lies)} such window(s), {span}"
+    if lie is not None and lie.length_s > limit_s:
+        return SourceVerdict("fail", worst, detail)
+    if pr.unknown_s > limit_s:
+        a, b = max(pr.unknown, key=lambda ab: ab[1] - ab[0])
+        return SourceVerdict("unknown", worst, f"{detail}; unknown for {b - a:.1f} s ({_rel(a, t_fault)}.."
+                             f"{_rel(b, t_fault)}): a stall could hide there")
+    if pr.busy_s <= 0:
+        return SourceVerdict("unknown", worst, f"{detail}; no request ran on it: its progress was never asked for")
+    return SourceVerdict("pass", worst, f"{detail}; requests ran for {pr.busy_s:.1f} s")
+
+
+def _from_counters(timeline: Timeline, rep: str, claims: Sequence[Sample], t_fault: float, limit_s: float,
+                   windows: Sequence[tuple[float, float]], floor: float) -> SourceVerdict:
+    """The engine's own counters (its /metrics, scraped into the timeline)."""
+    metrics = [s for s in timeline.samples if s.source == f"metrics:{rep}"]
+    counters = scrapes(metrics)
+    if len(counters) < 2:
+        failed = sum(1 for s in metrics if s.name == "scrape_ok" and s.value is False)
+        why = (f"{failed} scrape(s) of its /metrics failed" if failed else
+               f"its /metrics never showed {GENERATED} and {RUNNING}" if metrics else "its /metrics was not scraped")
+        return SourceVerdict("unreadable", None, f"the engine's counters cannot be read ({why})")
+    pr = (within_windows(counters, claims, windows, floor_tokens_per_s=floor) if windows else
+          compare(counters, claims, floor_tokens_per_s=floor))
+    spans = ", ".join(f"{_rel(a, t_fault)}..{_rel(b, t_fault)}" for a, b in windows)
+    if pr is None:
+        return SourceVerdict("unknown", None, f"fewer than two scrapes of its counters in {spans}")
+    inside = [c for c in counters if any(a <= c.t <= b for a, b in windows)] if windows else counters
+    span = f"{len(inside)} scrapes over {_rel(pr.start, t_fault)}..{_rel(pr.end, t_fault)}"
+    if windows:
+        span += f" (the steady states: {spans})"
+    return _judge(pr, limit_s, t_fault, floor, "the engine's counters", span)
+
+
+def _from_streams(streams: Sequence[DecodingStream] | str | None, claims: Sequence[Sample], t_fault: float,
+                  limit_s: float, windows: Sequence[tuple[float, float]], floor: float) -> SourceVerdict:
+    """The fault proxy's log of each stream's pauses (a str: why it could not be read)."""
+    if isinstance(streams, str):
+        return SourceVerdict("unknown", None, streams)
+    if not streams:
+        return SourceVerdict("unknown", None, "the fault proxy's log lists no stream's pauses (decode_gaps)")
+    spans = list(windows) or [(min(s.start for s in streams), max(s.end for s in streams))]
+    pr = stream_lies(streams, claims, spans)
+    assert pr is not None  # streams and claims are both there
+    seen = sum(1 for s in streams if any(s.end > a and s.start < b for a, b in spans))
+    span = f"{seen} streams decoding over " + ", ".join(f"{_rel(a, t_fault)}..{_rel(b, t_fault)}" for a, b in spans)
+    return _judge(pr, limit_s, t_fault, floor, STREAMS, span)
+
+
 def progress_truth_rows(v: Verdict, timeline: Timeline, t_fault: float, limit_s: float,
                         replicas: Sequence[str] | Mapping[str, str], *, fault: str | None = None,
                         floor_tokens_per_s: float = FLOOR_TOKENS_PER_S,
-                        windows: Sequence[tuple[float, float]] = (), items: Sequence[str] = ()) -> None:
+                        windows: Sequence[tuple[float, float]] = (), items: Sequence[str] = (),
+                        streams: Mapping[str, Sequence[DecodingStream] | str | None] | None = None) -> None:
     """One row per replica, `progress_truth <replica>`: the longest time its /health said 200 while it decoded
-    nothing for the requests it held, against `limit_s`; unreadable counters or a blind gap: not proven.
-    `replicas`: names (their /health probes' source `health:<name>`) or {name: that source}. `windows`: judge only
-    the scrapes inside them (the steady states around a fault), else the whole run; `items`: the checklist items a
-    row that is not proven leaves unproven (default: every item of the test)."""
+    nothing for the requests it held, against `limit_s`, from two sources: the engine's counters, and (where
+    `streams` has the replica) the fault proxy's log of each stream's pauses. Either source seeing a lie past the
+    limit fails the row; one that proves none passes it; neither: not proven. `replicas`: names (their /health
+    probes' source `health:<name>`) or {name: that source}. `windows`: judge only inside them (the steady states
+    around a fault), else the whole run; `items`: the checklist items a row that is not proven leaves unproven."""
     name = fault or "no fault"
     sources = dict(replicas) if isinstance(replicas, Mapping) else {r: f"health:{r}" for r in replicas}
-    spans = ", ".join(f"{_rel(a, t_fault)}..{_rel(b, t_fault)}" for a, b in windows)
     for rep, health_source in sources.items():
         check = f"progress_truth {rep}"
-        metrics = [s for s in timeline.samples if s.source == f"metrics:{rep}"]
-        counters = scrapes(metrics)
         claims = timeline.series(health_source, "status")
-        if len(counters) < 2:
-            failed = sum(1 for s in metrics if s.name == "scrape_ok" and s.value is False)
-            why = (f"{failed} scrape(s) of its /metrics failed" if failed else
-                   f"its /metrics never showed {GENERATED} and {RUNNING}" if metrics else "its /metrics was not scraped")
-            v.not_proven(check, limit_s, None, f"{name}: {rep}: the engine's counters cannot be read ({why}): "
-                         "whether it decoded while /health said 200 is unknown", items=items)
-            continue
+        said = [_from_counters(timeline, rep, claims, t_fault, limit_s, windows, floor_tokens_per_s)]
         if not claims:
-            v.not_proven(check, limit_s, None, f"{name}: {rep}: no /health probes: what its health said while "
-                         "it decoded is unknown", items=items)
+            why = (f"{said[0].detail}: whether it decoded while /health said 200 is unknown"
+                   if said[0].outcome == "unreadable" else "no /health probes: what its health said while it decoded is unknown")
+            v.not_proven(check, limit_s, None, f"{name}: {rep}: {why}", items=items)
             continue
-        pr = (within_windows(counters, claims, windows, floor_tokens_per_s=floor_tokens_per_s) if windows else
-              compare(counters, claims, floor_tokens_per_s=floor_tokens_per_s))
-        if pr is None:
-            v.not_proven(check, limit_s, None, f"{name}: {rep}: fewer than two scrapes of its counters in {spans}: "
-                         "whether it decoded there is unknown", items=items)
-            continue
-        lie = pr.longest()
-        worst = round(lie.length_s, 3) if lie else 0.0
-        inside = [c for c in counters if any(a <= c.t <= b for a, b in windows)] if windows else counters
-        span = f"{len(inside)} scrapes over {_rel(pr.start, t_fault)}..{_rel(pr.end, t_fault)}"
-        if windows:
-            span += f" (the steady states: {spans})"
-        said = describe(lie, t_fault, floor_tokens_per_s) if lie else "/health never said 200 while nothing decoded"
-        detail = f"{name}: {rep}: {said}; {len(pr.lies)} such window(s), {span}"
-        if lie is not None and lie.length_s > limit_s:
+        if streams is not None and rep in streams:
+            said.append(_from_streams(streams[rep], claims, t_fault, limit_s, windows, floor_tokens_per_s))
+        worst = max((s.worst for s in said if s.worst is not None), default=None)
+        failed = [s for s in said if s.outcome == "fail"]
+        detail = f"{name}: {rep}: " + "; ".join(s.detail for s in failed + [s for s in said if s not in failed])
+        if failed:
             v.add(check, limit_s, worst, False, detail)
-        elif pr.unknown_s > limit_s:
-            a, b = max(pr.unknown, key=lambda ab: ab[1] - ab[0])
-            v.not_proven(check, limit_s, worst, f"{detail}; counters or health unknown for {b - a:.1f} s "
-                         f"({_rel(a, t_fault)}..{_rel(b, t_fault)}): a stall could hide there", items=items)
-        elif pr.busy_s <= 0:
-            v.not_proven(check, limit_s, worst, f"{detail}; no request ran on it: its progress was never asked for",
-                         items=items)
+        elif any(s.outcome == "pass" for s in said):
+            v.add(check, limit_s, worst, True, detail)
         else:
-            v.add(check, limit_s, worst, True, f"{detail}; requests ran for {pr.busy_s:.1f} s")
+            v.not_proven(check, limit_s, worst, f"{detail}: whether it decoded while /health said 200 is unknown",
+                         items=items)

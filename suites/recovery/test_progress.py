@@ -3,7 +3,7 @@ that /health called healthy) must not stay so longer than slas.health_truth_s. A
 on progress (the embedded one: its gateway ejects the replica, its supervisor restarts it) passes, and one that
 does not fails; the same stall where only health is watched is the negative control, which must be caught, naming
 the seconds; a plain restart passes. Judged from the replica's own counters (vllm:generation_tokens_total,
-vllm:num_requests_running)."""
+vllm:num_requests_running) and, where a fault proxy stands in front of it, from its streams' pauses."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -48,6 +48,8 @@ def test_decode_stall_where_only_health_is_watched_is_caught(stack: StackHandle,
         run_experiment(progress_run(stack, "decode-stall (health watched only)", name, fault, restarted=False))
     msg = str(caught.value)
     assert f"progress_truth {name}" in msg and "/health said 200 for" in msg and "while nothing decoded" in msg, msg
+    if stack.env.fault_proxy_of(name) is not None:  # the second source, the streams' pauses, saw the same stall
+        assert "fault proxy's streams: /health said 200 for" in msg, msg
 
 
 @pytest.mark.destructive

@@ -164,6 +164,7 @@ func (x *exchange) finish(status int, outcome string) {
 	}
 	x.rec.outcome = outcome
 	x.rec.tFinish = time.Now()
+	x.rec.pauseUntil(x.rec.tFinish) // a stream cut or given up during a pause: that pause too
 	if x.log {
 		x.p.log.write(&x.rec)
 	}

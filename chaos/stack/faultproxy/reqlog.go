@@ -88,6 +88,45 @@ type logRecord struct {
 	replicaName    string
 	pl             *plan // nil when no rule was set
 	logged         bool
+	tLastToken     time.Time   // a stream's last token event, read from upstream
+	gaps           []decodeGap // its pauses of decodeGapMin or more, the first maxDecodeGaps of them
+	gapsDropped    int         // pauses past maxDecodeGaps: the stream's pauses are then not all known
+}
+
+// A stream's pauses between token events, as the upstream sent them (the proxy's own injected stalls
+// and the client's slow reads are not in them). A replica whose every decoding stream paused at once
+// made no progress then, whatever its /health said (chaos.verify.stream_progress); outside its pauses a
+// stream got a token at least every decodeGapMin.
+const (
+	decodeGapMin  = 500 * time.Millisecond
+	maxDecodeGaps = 16
+)
+
+type decodeGap struct {
+	start time.Time
+	d     time.Duration
+}
+
+// tokenAt notes a token event read from upstream at read and passed on at done: the pause since the
+// one before it is kept if long enough, counted from when the proxy was done with that one (so a stall
+// the proxy injected, or a client slow to read, is no pause of the upstream's).
+func (rec *logRecord) tokenAt(read, done time.Time) {
+	rec.pauseUntil(read)
+	rec.tLastToken = done
+}
+
+// pauseUntil keeps the pause from the last token event to t (a next token, or the stream's end).
+func (rec *logRecord) pauseUntil(t time.Time) {
+	if rec.tLastToken.IsZero() {
+		return
+	}
+	if d := t.Sub(rec.tLastToken); d >= decodeGapMin {
+		if len(rec.gaps) < maxDecodeGaps {
+			rec.gaps = append(rec.gaps, decodeGap{rec.tLastToken, d})
+		} else {
+			rec.gapsDropped++
+		}
+	}
 }
 
 func appendTime(b []byte, t time.Time) []byte {
@@ -139,6 +178,24 @@ func (rec *logRecord) appendJSON(b []byte) []byte {
 		b = append(b, "null"...)
 	} else {
 		b = strconv.AppendInt(b, int64(rec.upstreamStatus), 10)
+	}
+	if !rec.tLastToken.IsZero() { // a stream that carried tokens: its pauses, none when it never paused
+		b = append(b, `,"decode_gaps":{"min_s":`...)
+		b = strconv.AppendFloat(b, decodeGapMin.Seconds(), 'f', -1, 64)
+		b = append(b, `,"spans":[`...)
+		for i, g := range rec.gaps {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '[')
+			b = appendTime(b, g.start)
+			b = append(b, ',')
+			b = strconv.AppendFloat(b, g.d.Seconds(), 'f', 6, 64)
+			b = append(b, ']')
+		}
+		b = append(b, `],"dropped":`...)
+		b = strconv.AppendInt(b, int64(rec.gapsDropped), 10)
+		b = append(b, '}')
 	}
 	return append(b, "}\n"...)
 }

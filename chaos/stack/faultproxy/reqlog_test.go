@@ -35,7 +35,8 @@ func TestRequestLogFieldsAndOutcomes(t *testing.T) {
 				t.Errorf("%s: field %s missing: %v", name, k, rec)
 			}
 		}
-		if len(rec) != len(logFields) {
+		_, gaps := rec["decode_gaps"] // a stream that carried tokens: its pauses
+		if len(rec) != len(logFields) && !(gaps && tokens > 0 && len(rec) == len(logFields)+1) {
 			t.Errorf("%s: fields %v", name, rec)
 		}
 		if rec["outcome"] != outcome || rec["status"] != float64(status) || rec["output_tokens"] != float64(tokens) ||
@@ -165,5 +166,79 @@ func TestRequestLogConcurrentLines(t *testing.T) {
 	}
 	if lines := f.logLines(200); len(lines) != 200 {
 		t.Fatalf("%d lines", len(lines))
+	}
+}
+
+// decodeGaps is a line's decode_gaps: its pauses as [start, seconds], and how many went unlisted.
+func decodeGaps(t *testing.T, rec map[string]any) ([][2]float64, float64) {
+	t.Helper()
+	g, ok := rec["decode_gaps"].(map[string]any)
+	if !ok || g["min_s"] != 0.5 {
+		t.Fatalf("no decode_gaps: %v", rec)
+	}
+	var out [][2]float64
+	for _, s := range g["spans"].([]any) {
+		pair := s.([]any)
+		out = append(out, [2]float64{pair[0].(float64), pair[1].(float64)})
+	}
+	return out, g["dropped"].(float64)
+}
+
+// The upstream's pauses between tokens are logged with when they began; the proxy's own injected
+// stall is not one of them; a stream the client gave up during a pause logs that pause too.
+func TestRequestLogDecodeGaps(t *testing.T) {
+	f := newFixture(t, sseUpstream(3, 600*time.Millisecond))
+	streamOf(t, f)
+	rec := f.lastLog()
+	spans, dropped := decodeGaps(t, rec)
+	if len(spans) != 2 || dropped != 0 {
+		t.Fatalf("two pauses of 0.6 s expected: %v", rec)
+	}
+	for _, s := range spans {
+		if s[1] < 0.55 || s[1] > 1.5 || s[0] < rec["t_first_token"].(float64) || s[0]+s[1] > rec["t_finish"].(float64) {
+			t.Errorf("pause %v in %v", s, rec)
+		}
+	}
+
+	g := newFixture(t, sseUpstream(4, 0))
+	g.addRule(map[string]any{"name": "s", "kind": "stall", "after_tokens": 1, "seconds": 0.8})
+	_, times, _ := streamOf(t, g)
+	rec = g.lastLog()
+	if spans, _ := decodeGaps(t, rec); len(spans) != 0 || times[len(times)-1].Sub(times[0]) < 700*time.Millisecond {
+		t.Fatalf("the proxy's own stall is no pause of the upstream's: %v", rec)
+	}
+	k := newFixture(t, jsonUpstream(200, `{"id":"c1","model":"sim-model","choices":[]}`))
+	resp, err := k.client.Post(k.url("/v1/chat/completions"), "application/json", strings.NewReader(chatBody(false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if rec := k.lastLog(); rec["decode_gaps"] != nil {
+		t.Fatalf("an answer without token events has no decode_gaps: %v", rec)
+	}
+
+	h := newFixture(t, sseUpstream(2, 2*time.Second))
+	conn, err := net.Dial("tcp", h.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := chatBody(true)
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	br := bufio.NewReader(conn)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(line, `"content":"t1"`) {
+			break
+		}
+	}
+	time.Sleep(800 * time.Millisecond)
+	conn.Close()
+	rec = h.lastLog()
+	if spans, _ := decodeGaps(t, rec); rec["outcome"] != "abort" || len(spans) != 1 || spans[0][1] < 0.7 || spans[0][1] > 1.9 {
+		t.Fatalf("the pause the client gave up in: %v", rec)
 	}
 }

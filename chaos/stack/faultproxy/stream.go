@@ -190,6 +190,7 @@ func (s *sse) eventData(ev []byte) []byte {
 // event forwards one event, applying the stream rules; false when the exchange is over.
 func (s *sse) event(ev []byte) bool {
 	x := s.x
+	read := time.Now() // before any injected stall: the pause the upstream made, not ours
 	data := s.eventData(ev)
 	isDone := bytes.Equal(data, []byte("[DONE]"))
 	isTok, isErr, fin := false, false, ""
@@ -276,6 +277,7 @@ func (s *sse) event(ev []byte) bool {
 		if s.tokens == 0 {
 			x.rec.tFirstToken = time.Now()
 		}
+		x.rec.tokenAt(read, time.Now())
 		s.tokens++
 		x.rec.outputTokens++
 		if dup {

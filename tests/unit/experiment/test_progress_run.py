@@ -12,6 +12,7 @@ import pytest
 from chaos.env import load
 from chaos.experiment import progress_run as pr
 from chaos.observe.timeline import Timeline
+from chaos.verify.accounting import ServerLog
 
 
 class FakeRun:
@@ -67,6 +68,9 @@ class FakeStack:
 
     def target(self, name: str) -> Replica:
         return self.replica
+
+    def server_log(self, *sources: str, since: float | None = None, until: float | None = None) -> ServerLog:
+        return ServerLog([], "fault proxy")  # no stream's pauses: the counters alone judge
 
 
 class NoScraper:
