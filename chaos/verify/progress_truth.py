@@ -270,7 +270,8 @@ def _from_streams(streams: Sequence[DecodingStream] | str | None, claims: Sequen
         return SourceVerdict("unknown", None, streams)
     if not streams:
         return SourceVerdict("unknown", None, "the fault proxy's log lists no stream's pauses (decode_gaps)")
-    spans = list(windows) or [(min(s.start for s in streams), max(s.end for s in streams))]
+    # no windows: the span the run probed /health over (the log read holds streams from before the run too)
+    spans = list(windows) or [(min(c.t for c in claims), max(c.t for c in claims))]
     pr = stream_lies(streams, claims, spans)
     assert pr is not None  # streams and claims are both there
     seen = sum(1 for s in streams if any(s.end > a and s.start < b for a, b in spans))

@@ -88,3 +88,10 @@ def test_either_source_seeing_the_lie_fails_the_row() -> None:
 def test_no_pauses_logged_and_no_counters_is_not_proven() -> None:
     r = judge(health_200(), None).row("progress_truth r1")
     assert r.unproven and "lists no stream's pauses" in r.detail and "cannot be read" in r.detail
+
+
+def test_streams_from_before_the_run_are_not_judged() -> None:
+    """The log is read from before the run: a stall there (another scenario's fault) is outside /health's probes."""
+    earlier = [DecodingStream(T0 - 80, T0 - 50, ((T0 - 75, T0 - 52),), True)]
+    r = judge(health_200(), earlier + stalled(2.0, 3.0)).row("progress_truth r1")
+    assert r.ok is True and "3 streams decoding over t-10.0..t+30.0" in r.detail, r.detail
