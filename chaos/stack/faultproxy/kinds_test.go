@@ -131,12 +131,29 @@ func streamOf(t *testing.T, f *fixture) ([]string, []time.Time, error) {
 func TestStall(t *testing.T) {
 	f := newFixture(t, sseUpstream(5, 0))
 	f.addRule(map[string]any{"name": "s", "kind": "stall", "after_tokens": 2, "seconds": 0.2})
+	sent := time.Now()
 	ev, at, err := streamOf(t, f)
 	if err != nil || len(ev) != 7 || ev[6] != "[DONE]" {
 		t.Fatalf("%v %v", err, ev)
 	}
-	if gap := at[3].Sub(at[2]); gap < 200*time.Millisecond { // role, t1, t2 | stall | t3
-		t.Fatalf("no stall after 2 tokens: %v", gap)
+	// The client's read times carry its own scheduling delay, which need not cancel between two events (a t2 read
+	// late shortens the gap after it): judge the stall where that delay cannot hide it. Token 3 cannot arrive
+	// sooner than the stall after the request went out; the longest gap is the one before it (role, t1, t2 |
+	// stall | t3); and the proxy's own log has the stall between its first token and its end.
+	if d := at[3].Sub(sent); d < 200*time.Millisecond {
+		t.Fatalf("token 3 after %v: no stall", d)
+	}
+	longest := 1
+	for i := 2; i < len(at); i++ {
+		if at[i].Sub(at[i-1]) > at[longest].Sub(at[longest-1]) {
+			longest = i
+		}
+	}
+	if longest != 3 {
+		t.Fatalf("the longest gap is before event %d, not after 2 tokens: %v", longest, at)
+	}
+	if rec := f.lastLog(); rec["t_finish"].(float64)-rec["t_first_token"].(float64) < 0.2 {
+		t.Fatalf("the proxy's log has no stall after its first token: %v", rec)
 	}
 	if _, _, hits := f.ruleCounters("s"); hits != 1 {
 		t.Fatalf("hits %d", hits)
