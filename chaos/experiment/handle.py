@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from chaos.experiment.waits import Condition
     from chaos.load.records import RequestRecord
 
+# how long a started load may take to record its first request (Locust's start and its users' spawn on a
+# busy 2-core machine take seconds; a load that sends nothing in a minute is broken, not slow)
+LOAD_START_S = 60.0
+
 
 class RunHandle:
     """One run of an experiment: its Method (phases, waits, the fault), its load and what it saw."""
@@ -70,6 +74,15 @@ class RunHandle:
     def fault(self) -> Any:
         """The fault in place (None once reverted)."""
         return self.method.fault if self.method.injected else None
+
+    def load_flowing(self) -> bool:
+        """Wait until the started load has recorded a request (its records reach the file every flush_s), for
+        LOAD_START_S at most; False where it never did. A steady state's window begins only then: on a busy
+        machine Locust can take longer to start than the window, which then judges no traffic at all."""
+        progress = getattr(self.load, "progress", None)
+        if progress is None:
+            return True
+        return self.poll(lambda: progress()[0] > 0, timeout=LOAD_START_S, every=0.2)
 
     def load_records(self) -> list[RequestRecord]:
         """The records of the load so far (the experiment's own source where it gave one)."""

@@ -24,9 +24,10 @@ from chaos.env import Environment
 from chaos.errors import FaultError, FaultNotEffective, SLOViolation
 from chaos.experiment import events as ev
 from chaos.experiment.budget import Budget, Watchdog
+from chaos.experiment.handle import LOAD_START_S
 from chaos.experiment.journal import Journal
 from chaos.experiment.method import Method
-from chaos.experiment.run_load import LOAD_START_S, LoadSteps
+from chaos.experiment.run_load import LoadSteps
 from chaos.experiment.stop import StopSwitch, stop_file
 from chaos.experiment.subscribers import AllureSteps, TimelineEvents
 from chaos.load.records import RequestRecord

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from chaos.errors import SLOViolation
 from chaos.experiment import events as ev
-from chaos.experiment.handle import RunHandle
+from chaos.experiment.handle import LOAD_START_S, RunHandle
 from chaos.load.hangup import HANGUP, STAY, HangUp, HangUpRun, start_streams
 from chaos.load.records import RequestRecord
 from chaos.observe.completion import CompletionProber
@@ -22,10 +22,6 @@ if TYPE_CHECKING:
     from chaos.env import Environment
     from chaos.experiment.budget import Budget
     from chaos.observe.timeline import Timeline
-
-# how long a started load may take to record its first request (Locust's start and its users' spawn on a
-# busy 2-core machine take seconds; a load that sends nothing in a minute is broken, not slow)
-LOAD_START_S = 60.0
 
 
 class LoadSteps(RunHandle):
@@ -117,14 +113,9 @@ class LoadSteps(RunHandle):
         return self.records
 
     def _await_load_flowing(self) -> None:
-        """Wait until the started load has recorded a request (its records reach the file every flush_s). On a
-        busy machine Locust can take longer to start than the steady state's window: a fault injected before
-        any request is open gets the error budget alone as its allowance, and the requests sent into the
-        restart then break it."""
-        progress = getattr(self.load, "progress", None)
-        if progress is None:
-            return
-        if not self.poll(lambda: progress()[0] > 0, timeout=LOAD_START_S, every=0.2):
+        """load_flowing(), or the steady state fails: a fault injected before any request is open gets the
+        error budget alone as its allowance, and the requests sent into the restart then break it."""
+        if not self.load_flowing():
             raise SLOViolation(f"steady state: the load recorded no request in {LOAD_START_S:g} s after it started; "
                                "a fault now would be judged against traffic that never flowed",
                                limit=">= 1 request", measured=0)

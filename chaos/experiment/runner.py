@@ -29,7 +29,7 @@ from chaos.checks import Check as Probe
 from chaos.checks import Hypothesis, Reading, error_share_below
 from chaos.errors import FaultNotEffective
 from chaos.experiment import events as ev
-from chaos.experiment.handle import RunHandle
+from chaos.experiment.handle import LOAD_START_S, RunHandle
 from chaos.experiment.method import Method, StopAsked
 from chaos.experiment.outcome import EXIT_CODES, AbortLimits, ExperimentRun, Status
 from chaos.experiment.stop import EmergencyStop, StopSwitch
@@ -218,6 +218,10 @@ class _Declared:
         if e.load is not None:
             with run.phase("load"):
                 run.load = e.load()
+                if not run.load_flowing():  # the steady state's window begins once the load sends
+                    r.status, r.reason = Status.REFUSED, ("steady state not met before the fault: the load recorded "
+                                                          f"no request in {LOAD_START_S:g} s after it started")
+                    return
         with run.phase("steady state"):
             run.wait(e.steady_s if e.steady_s is not None else e.window_s)
             failed = self.check("before")

@@ -250,3 +250,31 @@ def test_a_fault_that_lapsed_during_the_hold_is_an_error_not_a_pass():
     assert fault.log == ["inject", "revert"]
     reverted = next(e for e in bus.events if isinstance(e, ev.FaultReverted))
     assert reverted.ok and "lapsed before the revert" in reverted.error
+
+
+class LateLoad:
+    """A load whose first request is recorded `late_s` after it starts (Locust's start on a busy machine)."""
+
+    def __init__(self, clock: Clock, late_s: float) -> None:
+        self.clock, self.t0 = clock, clock.now + late_s
+        self.system = System(clock)
+
+    def progress(self) -> tuple[int, int]:
+        return (len(self.records()), 0)
+
+    def records(self) -> list[RequestRecord]:
+        return [r for r in self.system.records() if r.t_send >= self.t0]
+
+    def stop(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize("late_s,status", [(9.8, Status.PASSED), (61.0, Status.REFUSED)])
+def test_the_steady_state_window_begins_once_the_load_has_recorded_a_request(late_s, status):
+    clock = Clock()
+    load = LateLoad(clock, late_s)
+    exp = Experiment("late load", load=lambda: load, hold_s=5, hypothesis=error_share_below(0.05, min_requests=10))
+    run = exp.run(bus=EventBus(), clock=clock, sleep=clock.sleep, records=load.records)
+    assert run.status is status, run.reason
+    if status is Status.REFUSED:
+        assert "the load recorded no request in 60 s after it started" in run.reason, run.reason
