@@ -59,9 +59,9 @@ class WindowStats:
 
 
 class SlidingWindow:
-    """Outcomes of the last `window_s` seconds and at most the last `size` calls (either bound may be None)."""
+    """Outcomes of the last `window_s` seconds, or of the last `size` calls when size is set."""
 
-    def __init__(self, window_s: float | None = 10.0, size: int | None = None) -> None:
+    def __init__(self, window_s: float = 10.0, size: int | None = None) -> None:
         self.window_s = window_s
         self.size = size
         self._calls: deque[tuple[float, bool, float]] = deque()
@@ -77,7 +77,7 @@ class SlidingWindow:
     def prune(self, now: float) -> None:
         while self._calls and (
             (self.size is not None and len(self._calls) > self.size)
-            or (self.window_s is not None and self._calls[0][0] <= now - self.window_s)
+            or (self.size is None and self._calls[0][0] <= now - self.window_s)
         ):
             _, ok, lat = self._calls.popleft()
             del self._latencies[bisect.bisect_left(self._latencies, lat)]
@@ -123,7 +123,7 @@ class RateBreaker:
         self.window_s, self.min_calls = window_s, min_calls
         self.open_wait_s, self.half_open_calls = open_wait_s, half_open_calls
         self.clock, self.wall, self.on_transition = clock, wall, on_transition
-        self.window = SlidingWindow(None if window_calls else window_s, window_calls)
+        self.window = SlidingWindow(window_s, window_calls)
         self.transitions: deque[Transition] = deque(maxlen=1000)
         self._state = State.CLOSED
         self._opened_at = 0.0

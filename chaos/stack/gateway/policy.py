@@ -2,11 +2,9 @@
 
 - primary tier (each pool): a RateBreaker at degrade_error_rate / degrade_latency_s (window P99);
   an OPEN canary gets no traffic (its share goes to stable) until half-open probes succeed.
-- advanced tier (canary only): a second window, of the canary's last min_calls outcomes (none older
-  than rollback_age_s), never cleared by the primary tier's transitions; error rate >=
-  rollback_error_rate over a full one -> FORCED_OPEN (rolled back) until an operator reset. It counts
-  calls, not seconds: a window of wall time loses an open wait's worth of calls at each degrade, and
-  a canary with little more than min_calls per window then never holds enough to roll back.
+- advanced tier (canary only): a second window of every canary outcome, never cleared by the
+  primary tier's transitions, so it keeps ageing while the canary is degraded; error rate >=
+  rollback_error_rate with >= min_calls -> FORCED_OPEN (rolled back) until an operator reset.
 - anomaly rules: oom_burst_count OOM errors within oom_burst_window_s from one pool -> trip; a
   replica's resident memory growing faster than leak_rate_per_hour -> trip (held open while the
   trend lasts). `leak_hour_s` is how many real seconds count as an hour, to compress time.
@@ -93,12 +91,6 @@ def _fit(pts: list[tuple[float, float]]) -> tuple[float, float] | None:
     return sum((t - mt) * (v - mv) for t, v in pts) / var, mv
 
 
-def rollback_age_s(p: BreakerRules) -> float:
-    """The oldest outcome the advanced tier still counts: a window of the canary's traffic plus the
-    longest the primary tier holds it out (its open wait at the most it grows)."""
-    return p.window_s + RateBreaker.MAX_WAIT_FACTOR * p.open_wait_s
-
-
 class PoolGuard:
     """One pool's breaker, OOM burst memory and (canary only) rollback window."""
 
@@ -110,7 +102,7 @@ class PoolGuard:
             min_calls=p.min_calls, open_wait_s=p.open_wait_s, half_open_calls=p.half_open_calls,
             clock=clock, wall=wall, on_transition=on_transition)
         self.ooms: deque[float] = deque()
-        self.rollback = SlidingWindow(rollback_age_s(p), size=p.min_calls) if name == CANARY else None
+        self.rollback = SlidingWindow(p.window_s) if name == CANARY else None
         self.leaks: dict[str, LeakTrend] = {}
         self.leak_rates: dict[str, float | None] = {}
 
@@ -233,7 +225,7 @@ class GatewayPolicy:
                     g.rollback.clear()
 
     def tick(self) -> None:
-        """Periodic work: let the rollback window's oldest outcomes age out while the canary gets no traffic."""
+        """Periodic work: let the rollback window age while the canary gets no traffic."""
         with self._lock:
             g = self.pools[CANARY]
             if g.breaker.state is not State.FORCED_OPEN:
