@@ -256,9 +256,15 @@ class BreakerSteps:
 
     def _wait_closed(self) -> None:
         """Until the gateway's canary breaker is closed and STAYS closed: right after the revert the window
-        still holds the fault's errors and may trip once more, a moment after the observer last read it."""
+        still holds the fault's errors and may trip once more, as late as a window after the revert (a canary
+        closed during the fault fills its window to min_calls with them still in it, and trips once those calls
+        reach min_calls). So a tier that tripped also waits out one window after the revert, and the black-box
+        verdict then sees the canary's traffic back, not a trip the wait ended just before."""
         policy, obs = self.policy, self.obs
         assert obs is not None
         settle = min(policy.window_s, 5.0)
-        self.sc.wait_until(breaker_closed(lambda: obs.states.get("canary"), stays_s=settle),
-                           timeout=policy.window_s + 8 * policy.open_wait_s + policy.reaction_allowance_s, every=0.2)
+        tripped = self.size.expect != "none"  # below the thresholds the fault's errors cannot trip it later either
+        closed = breaker_closed(lambda: obs.states.get("canary"), stays_s=settle,
+                                not_before=self.t1 + policy.window_s + 1.0 if tripped else None)
+        self.sc.wait_until(closed, timeout=policy.window_s + 8 * policy.open_wait_s + policy.reaction_allowance_s
+                           + settle, every=0.2)

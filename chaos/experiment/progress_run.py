@@ -9,7 +9,7 @@ told to watch health only (chaos.faults.gateway.health_only), held past the SLA,
 fails, naming the seconds; a plain restart stops decode only while no process answers /health, and passes."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from chaos.experiment.runner import Experiment
@@ -28,18 +28,38 @@ if TYPE_CHECKING:
 
 SCRAPE_EVERY_S = 0.5  # the replica's counters: ten reads inside the local SLA (health_truth_s 5)
 STREAM_MARGIN_S = 120.0  # a stream decoding at a window's start arrived before it: read the log from this far back
+# the other replicas: their claims and counters stale after 2 s and 3 s (chaos.verify.progress_truth), so a stall of
+# theirs longer than the SLA is seen at either rate, at a fraction of the hurt replica's probes' cost
+PEER_HEALTH_EVERY_S, PEER_SCRAPE_EVERY_S = 0.5, 1.0
+PEER_HEALTH = "replica-health"  # not a claim health truth pairs with completions (chaos.verify.health_truth.CLAIMS)
 
 
-def proxy_streams(stack: StackHandle, name: str, since: float, until: float
+def watch_peers(run: Run, stack: StackHandle, hurt: str) -> dict[str, str]:
+    """Every replica but `hurt`: its /health (source `replica-health:<name>`) and engine counters, for progress truth
+    over the whole run (a fault on one replica must not stall the others' decode, and while it is out they carry
+    its load). Returns {replica: its /health source}."""
+    sources: dict[str, str] = {}
+    for t in stack.env.targets:
+        if t.name == hurt:
+            continue
+        url = stack.direct_url(t.name)
+        sources[t.name] = run.observe_health(url, f"{PEER_HEALTH}:{t.name}", every_s=PEER_HEALTH_EVERY_S)
+        run.add_observer(engine_counter_scraper(url, run.timeline, t.name, interval_s=PEER_SCRAPE_EVERY_S).start())
+    return sources
+
+
+def proxy_streams(stack: StackHandle, names: Iterable[str], since: float, until: float
                   ) -> dict[str, list[DecodingStream] | str | None] | None:
-    """Progress truth's second source for target `name`: its streams' pauses over [since, until] from the fault
-    proxy in front of it (a str: why its log could not be read); None where no fault proxy stands there."""
-    if stack.env.fault_proxy_of(name) is None:
+    """Progress truth's second source for each target in `names` that a fault proxy stands in front of: its
+    streams' pauses over [since, until] (a str: why the log could not be read); None where no fault proxy stands
+    in front of any."""
+    fronted = [n for n in names if stack.env.fault_proxy_of(n) is not None]
+    if not fronted:
         return None
     log = stack.server_log("fault proxy", since=since - STREAM_MARGIN_S, until=until)
     if log.unproven:
-        return {name: f"the fault proxy's log could not be read ({log.unproven})"}
-    return {name: decoding_streams(log.rows, name)}
+        return {n: f"the fault proxy's log could not be read ({log.unproven})" for n in fronted}
+    return {n: decoding_streams(log.rows, n) for n in fronted}
 
 
 def progress_run(stack: StackHandle, kind: str, name: str, fault: Callable[[], Fault], *, restarted: bool = True,
@@ -58,6 +78,7 @@ def progress_run(stack: StackHandle, kind: str, name: str, fault: Callable[[], F
         url = stack.direct_url(name)
         run.observe(url)  # the hurt replica's /health, /v1/models and completions (sources without a suffix)
         run.add_observer(engine_counter_scraper(url, run.timeline, name, interval_s=SCRAPE_EVERY_S).start())
+        peers = watch_peers(run, stack, name)
         target = stack.target(name)
         before = target.restart_count()
         run.start_load(duration_s=4 * env.slas.health_truth_s + 2 * env.slas.recovery_s + 30)  # stopped when judged
@@ -82,8 +103,8 @@ def progress_run(stack: StackHandle, kind: str, name: str, fault: Callable[[], F
         if restarted and evidence["restarts_seen"]:
             run.judge("the fault really happened", [fault_happened(evidence, restarts_seen=lambda n: n >= 1)])
         v = Verdict("progress truth", window=(t_inject, run.clock()))
-        progress_truth_rows(v, run.timeline, t_inject, limit, {name: "health"}, fault=kind,
-                            streams=proxy_streams(stack, name, t_inject, run.clock()))
+        streams = proxy_streams(stack, [name, *peers], t_inject, run.clock())
+        progress_truth_rows(v, run.timeline, t_inject, limit, {name: "health", **peers}, fault=kind, streams=streams)
         run.judge("decode made progress whenever /health said 200", [v])
 
     return Experiment(f"progress-{kind}-{name}", steps=steps, hurt=(name,))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from chaos.experiment import suite_budgets as budgets
 from chaos.experiment.answers_steps import LOAD_ANSWERS, collect_after, collect_golden
 from chaos.experiment.detection_control import attach_detection
-from chaos.experiment.progress_run import proxy_streams
+from chaos.experiment.progress_run import proxy_streams, watch_peers
 from chaos.experiment.runner import Experiment
 from chaos.experiment.suite import fault_happened, wait_out_left_over_alerts
 from chaos.experiment.waits import engine_restarted
@@ -83,6 +83,7 @@ class RecoverySteps:
         sc.observe(env.endpoints.api, source="api")
         sc.add_observer(engine_counter_scraper(stack.direct_url(name), sc.timeline, name).start())  # the heartbeat
         sc.observe_liveness(stack.direct_url(name))  # the team's liveness probe, where the environment declares one
+        self.peers = watch_peers(sc, stack, name)  # the other replicas' progress, judged over the whole run
         self.target = stack.target(name)
         self.evidence: dict[str, Any] = {}
         self.t_inject = self.t_end = self.t_steady = self.t_recovered = 0.0
@@ -251,12 +252,17 @@ class RecoverySteps:
         return [v]
 
     def _progress(self, until: float) -> Verdict:
-        """Decode progress in the steady states: before the fault, and from the replica's recovery on (a restart that
-        answers /health but decodes nothing is no recovery). The fault's own window is recovery's and health truth's
-        to judge. Counters that cannot be read leave only the progress-truth item unproven, not the recovery's."""
+        """Decode progress in the steady states: the hurt replica's before the fault, and from its recovery on (a
+        restart that answers /health but decodes nothing is no recovery; the fault's own window is recovery's and
+        health truth's to judge); every other replica's over the whole run, the fault included (they carry the hurt
+        one's load meanwhile). Counters that cannot be read leave only the progress-truth item unproven, not the
+        recovery's."""
         windows = [(self.t_steady, self.t_inject), (self.t_recovered, until)] if self.kind else [(self.t_steady, until)]
         v = Verdict("decode progress in the steady states", window=(self.t_steady, until))
-        progress_truth_rows(v, self.sc.timeline, self.t_inject, self.env.slas.health_truth_s, {self.name: "health"},
-                            fault=self.kind, windows=windows, items=(PROGRESS.id,),
-                            streams=proxy_streams(self.stack, self.name, self.t_steady, until))
+        streams = proxy_streams(self.stack, [self.name, *self.peers], self.t_steady, until)
+        limit = self.env.slas.health_truth_s
+        progress_truth_rows(v, self.sc.timeline, self.t_inject, limit, {self.name: "health"}, fault=self.kind,
+                            windows=windows, items=(PROGRESS.id,), streams=streams)
+        progress_truth_rows(v, self.sc.timeline, self.t_inject, limit, self.peers, fault=self.kind,
+                            windows=[(self.t_steady, until)], items=(PROGRESS.id,), streams=streams)
         return v

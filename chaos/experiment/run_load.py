@@ -70,6 +70,14 @@ class LoadSteps(RunHandle):
             c.source = self.source("completion", source)
             self.observers.append(c.start())
 
+    def observe_health(self, base_url: str, source: str, *, every_s: float) -> str:
+        """A /health prober alone on base_url every `every_s`, as timeline source `source` (returned): what a replica
+        other than the hurt one says of itself, for progress truth (no completion prober beside it)."""
+        h = HealthProber(base_url, self.timeline, interval_s=every_s, max_duration_s=self._prober_limit_s())
+        h.source = source
+        self.observers.append(h.start())
+        return source
+
     def observe_liveness(self, base_url: str) -> None:
         """The team's liveness probe's path with its timeout, every PROBE_EVERY_S (source `liveness`), for
         chaos.verify.liveness to replay at every phase; nothing where the environment declares no probe."""

@@ -128,11 +128,12 @@ def window_full(*, calls: int, count: Callable[[], int], window_s: float | None 
 
 
 class BreakerClosed(Condition):
-    """`state()` reads "closed" and has read so for `stays_s` on the run's clock: right after a revert the
-    window still holds the fault's errors and may trip once more, a moment after it was last read."""
+    """`state()` reads "closed" and has read so for `stays_s` on the run's clock, and the clock has passed
+    `not_before`: right after a revert the window still holds the fault's errors and may trip once more, as
+    late as one window after the revert (a closed canary's window fills to min_calls with them still in it)."""
 
-    def __init__(self, state: Callable[[], str | None], stays_s: float) -> None:
-        self.state, self.stays_s = state, stays_s
+    def __init__(self, state: Callable[[], str | None], stays_s: float, not_before: float | None = None) -> None:
+        self.state, self.stays_s, self.not_before = state, stays_s, not_before
         self.closed_since: float | None = None
 
     def reset(self) -> None:
@@ -143,15 +144,17 @@ class BreakerClosed(Condition):
             self.closed_since = None
         elif self.closed_since is None:
             self.closed_since = run.clock()
-        return self.closed_since is not None and run.clock() - self.closed_since >= self.stays_s
+        now = run.clock()
+        return (self.closed_since is not None and now - self.closed_since >= self.stays_s
+                and (self.not_before is None or now >= self.not_before))
 
     def __repr__(self) -> str:
         return f"breaker_closed(stays_s={self.stays_s:g})"
 
 
-def breaker_closed(state: Callable[[], str | None], *, stays_s: float) -> BreakerClosed:
-    """Done once the breaker `state()` reads has been closed for `stays_s`."""
-    return BreakerClosed(state, stays_s)
+def breaker_closed(state: Callable[[], str | None], *, stays_s: float, not_before: float | None = None) -> BreakerClosed:
+    """Done once the breaker `state()` reads has been closed for `stays_s`, and not before `not_before`."""
+    return BreakerClosed(state, stays_s, not_before)
 
 
 @dataclass(frozen=True)

@@ -277,8 +277,9 @@ def check_rollback(a: BreakerAnalysis, fault_start: float, until: float) -> Move
     got nothing until `until` (the operator reset)."""
     p = a.policy
     move = check_degrade(a, fault_start)
-    # the degrade drains the canary within a few errors, so its window rarely refills to min_calls
-    # before the rollback: judge the rollback rate on a thinner window (as the gateway's own does)
+    # the degrade drains the canary within a few errors, so a window of wall time rarely refills to
+    # min_calls before the rollback: judge the rollback rate on a thinner window (the reference gateway
+    # keeps the canary's last min_calls calls at least)
     thin = min(p.min_calls, ROLLBACK_MIN_CALLS)
     if a.peak_error_rate(fault_start, until, thin) < p.rollback_error_rate:
         raise SLOViolation(f"breaker: rolled back but the canary window never reached {p.rollback_error_rate:.1%}",

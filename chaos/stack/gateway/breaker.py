@@ -59,11 +59,16 @@ class WindowStats:
 
 
 class SlidingWindow:
-    """Outcomes of the last `window_s` seconds, or of the last `size` calls when size is set."""
+    """Outcomes of the last `window_s` seconds, or of the last `size` calls when size is set.
 
-    def __init__(self, window_s: float = 10.0, size: int | None = None) -> None:
+    `at_least`: a call older than window_s stays while the window holds no more than that many, unless it is
+    older than `max_age_s` too: never fewer calls than the last `at_least` once that many came, however sparse."""
+
+    def __init__(self, window_s: float = 10.0, size: int | None = None, *, at_least: int | None = None,
+                 max_age_s: float | None = None) -> None:
         self.window_s = window_s
         self.size = size
+        self.at_least, self.max_age_s = at_least, max_age_s
         self._calls: deque[tuple[float, bool, float]] = deque()
         self._latencies: list[float] = []
         self._failures = 0
@@ -77,11 +82,16 @@ class SlidingWindow:
     def prune(self, now: float) -> None:
         while self._calls and (
             (self.size is not None and len(self._calls) > self.size)
-            or (self.size is None and self._calls[0][0] <= now - self.window_s)
+            or (self.size is None and self._calls[0][0] <= now - self.window_s and self._may_age_out(now))
         ):
             _, ok, lat = self._calls.popleft()
             del self._latencies[bisect.bisect_left(self._latencies, lat)]
             self._failures -= 0 if ok else 1
+
+    def _may_age_out(self, now: float) -> bool:
+        if self.at_least is None or len(self._calls) > self.at_least:
+            return True
+        return self.max_age_s is not None and self._calls[0][0] <= now - self.max_age_s
 
     def clear(self) -> None:
         self._calls.clear()

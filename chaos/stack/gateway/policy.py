@@ -3,8 +3,11 @@
 - primary tier (each pool): a RateBreaker at degrade_error_rate / degrade_latency_s (window P99);
   an OPEN canary gets no traffic (its share goes to stable) until half-open probes succeed.
 - advanced tier (canary only): a second window of every canary outcome, never cleared by the
-  primary tier's transitions, so it keeps ageing while the canary is degraded; error rate >=
-  rollback_error_rate with >= min_calls -> FORCED_OPEN (rolled back) until an operator reset.
+  primary tier's transitions, so it keeps ageing while the canary is degraded: the last window_s,
+  or the last min_calls outcomes where that holds fewer (each degrade is an open wait with no canary
+  traffic, doubled after a failed probe: a window of wall time alone never refilled on a canary with
+  barely min_calls per window); error rate >= rollback_error_rate with >= min_calls -> FORCED_OPEN
+  (rolled back) until an operator reset.
 - anomaly rules: oom_burst_count OOM errors within oom_burst_window_s from one pool -> trip; a
   replica's resident memory growing faster than leak_rate_per_hour -> trip (held open while the
   trend lasts). `leak_hour_s` is how many real seconds count as an hour, to compress time.
@@ -102,7 +105,11 @@ class PoolGuard:
             min_calls=p.min_calls, open_wait_s=p.open_wait_s, half_open_calls=p.half_open_calls,
             clock=clock, wall=wall, on_transition=on_transition)
         self.ooms: deque[float] = deque()
-        self.rollback = SlidingWindow(p.window_s) if name == CANARY else None
+        # never fewer than the last min_calls outcomes (no older than the longest open wait allows): each degrade
+        # holds the canary out, so a window of wall time alone starves on a canary that barely fills it
+        self.rollback = SlidingWindow(p.window_s, at_least=p.min_calls,
+                                      max_age_s=p.window_s + RateBreaker.MAX_WAIT_FACTOR * p.open_wait_s
+                                      ) if name == CANARY else None
         self.leaks: dict[str, LeakTrend] = {}
         self.leak_rates: dict[str, float | None] = {}
 

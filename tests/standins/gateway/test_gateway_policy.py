@@ -7,6 +7,7 @@ from chaos.env.model import BreakerPolicy
 from chaos.stack.gateway.breaker import State
 from chaos.stack.gateway.normalize import normalize_body
 from chaos.stack.gateway.policy import CANARY, STABLE, GatewayPolicy, LeakTrend, is_oom
+from chaos.verify.breaker_sizes import sizes
 
 
 class Clock:
@@ -156,3 +157,34 @@ def test_a_rollback_just_after_a_restart_is_kept_unless_the_defect_is_planted(de
         clock.t = 30 + i * 0.01
         g.record(CANARY, i % 10 != 0, 0.01)
     assert g.state(CANARY) is State.FORCED_OPEN
+
+
+SLOW_CANARY = {"window_s": 15, "min_calls": 200, "open_wait_s": 3, "half_open_calls": 5, "canary_weight": 0.2}
+
+
+@pytest.mark.parametrize("seed", [5, 10])
+def test_a_canary_with_barely_min_calls_per_window_still_rolls_back(seed):
+    """About 200 canary calls per 15 s window at 4 % errors (local.yaml's policy on a slow host): each degrade
+    holds the canary out for an open wait, doubled after a failed half-open probe, and a window of wall time then
+    never again holds min_calls. The rollback window keeps the canary's last min_calls outcomes at least."""
+    c = Clock()
+    p = BreakerPolicy(**SLOW_CANARY)
+    g = GatewayPolicy(p, clock=c, wall=c, rng=random.Random(seed))
+    sends = drive(g, c, 0.04, rps=67.5, fault=(40, 73), until=110)  # 13.5 canary calls/s
+    rb = [t for t in g.transitions if t.dst is State.FORCED_OPEN]
+    assert rb, [(round(t.t, 1), t.dst.value, t.reason) for t in g.transitions]
+    assert rb[0].t < 40 + sizes(p)["errors-rollback"].hold_s  # within the breaker suite's hold of this fault
+    assert sum(v for s, v in sends.items() if s > rb[0].t + 1) == 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_same_slow_canary_at_2_percent_degrades_and_never_rolls_back(seed):
+    """A rollback window of min_calls calls at least: a 2 % fault spread evenly puts at most 5 errors in 200
+    calls, under the 3 % rollback rate, so the canary is degraded, never rolled back, and back after the fault."""
+    c = Clock()
+    g = GatewayPolicy(BreakerPolicy(**SLOW_CANARY), clock=c, wall=c, rng=random.Random(seed))
+    drive(g, c, 0.02, rps=67.5, fault=(40, 73), until=130)
+    dsts = [t.dst for t in g.transitions]
+    assert State.OPEN in dsts and State.FORCED_OPEN not in dsts, [(round(t.t, 1), t.dst.value, t.reason)
+                                                                  for t in g.transitions]
+    assert g.state(CANARY) is State.CLOSED

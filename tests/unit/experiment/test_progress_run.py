@@ -1,6 +1,7 @@
 """The progress-truth scenario's steps (chaos.experiment.progress_run) on a fake run handle: a replica the stack
 restarted has its fault undone only once its new process answers (the revert once met its closed port); a held
-fault (the negative control) is reverted first; both end in the progress-truth verdict."""
+fault (the negative control) is reverted first; both end in the progress-truth verdict, with a row for every
+replica (the others' probes and counters started beside the hurt one's)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -39,6 +40,10 @@ class FakeRun:
         self.t += 4.0
         self.replica.restarts += self.replica.restarted_by_stack
         return True
+
+    def observe_health(self, base_url: str, source: str, *, every_s: float) -> str:
+        self.calls.append(f"observe_health({source})")
+        return source
 
     def revert(self, *, check: bool = True) -> None:
         self.calls.append(f"revert(check={check})")
@@ -114,3 +119,29 @@ def test_a_restarted_replica_is_reverted_after_it_answers_a_held_fault_before(mo
         assert "the fault really happened" not in run.judged
     (v,) = run.judged["decode made progress whenever /health said 200"]
     assert v.row("progress_truth replica-a").unproven  # the fake scraped nothing: never a pass
+
+
+def test_every_other_replica_is_probed_and_judged_a_stalled_peer_fails_its_own_row(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # local's replica-b says 200 while it holds 2 requests and decodes nothing for 10 s (over the 5 s SLA);
+    # replica-c decodes; the hurt replica-a was scraped by nothing here: not proven, never a pass
+    monkeypatch.setattr(pr, "engine_counter_scraper", NoScraper)
+    replica = Replica(restarted_by_stack=1)
+    run = FakeRun(replica)
+    tl = run.timeline
+    for i in range(21):
+        t = i * 0.5
+        for peer, generated in (("replica-b", 100.0), ("replica-c", 100.0 + 20 * t)):
+            tl.sample(f"replica-health:{peer}", "status", 200, t=t)
+            tl.sample(f"metrics:{peer}", "vllm:generation_tokens_total", generated, t=t)
+            tl.sample(f"metrics:{peer}", "vllm:num_requests_running", 2.0, t=t)
+    exp = pr.progress_run(FakeStack(replica), "decode-stall", "replica-a", lambda: object(),  # type: ignore[arg-type]
+                          restarted=True)
+    exp.steps(run)  # type: ignore[misc]
+    assert {"observe_health(replica-health:replica-b)", "observe_health(replica-health:replica-c)"} <= set(run.calls)
+    assert not any("replica-a" in c for c in run.calls if c.startswith("observe_health"))
+    (v,) = run.judged["decode made progress whenever /health said 200"]
+    stalled, decoding = v.row("progress_truth replica-b"), v.row("progress_truth replica-c")
+    assert stalled.ok is False and "/health said 200 for 10.0 s" in stalled.detail, stalled.detail
+    assert decoding.ok is True and not decoding.unproven, decoding.detail
+    assert v.row("progress_truth replica-a").unproven

@@ -69,6 +69,20 @@ def test_breaker_closed_must_stay_closed_for_its_time() -> None:
     assert 1_011.0 <= clock.now < 1_011.3  # the closing at 1003 did not last: timed from 1006
 
 
+def test_breaker_closed_waits_out_the_window_that_still_holds_the_faults_errors() -> None:
+    # reverted at 1000 with a 20 s window: closed from 1000 on, re-tripped at 1005.6 (the window reached min_calls
+    # with the fault's errors in it), closed again at 1016. 5 s of closed alone ended the wait at 1005; not before
+    # 1021 it must see the closing that lasts
+    run, clock = _handle()
+    states = {1_000.0: "closed", 1_005.6: "open", 1_016.0: "closed"}
+
+    def state() -> str:
+        return [s for t, s in sorted(states.items()) if t <= clock.now + 1e-9][-1]
+
+    assert run.wait_until(breaker_closed(state, stays_s=5.0, not_before=1_021.0), timeout=60.0, every=0.2)
+    assert 1_021.0 <= clock.now < 1_021.3
+
+
 def test_and_needs_every_part_and_or_one_and_both_ask_every_part() -> None:
     run, clock = _handle()
     early, late = Replica(clock, 1_002.0), Replica(clock, 1_008.0)
