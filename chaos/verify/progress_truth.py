@@ -12,7 +12,7 @@ hide such a lie, make the row "not proven", never a pass. Times are printed rela
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from chaos.observe.timeline import Sample, Timeline
@@ -224,11 +224,12 @@ def _streams_paused(lie: Stall, t0: float) -> str:
             f"decoded: every stream it was decoding paused, up to {lie.running_max:.0f} at once")
 
 
-def _judge(pr: Progress, limit_s: float, t_fault: float, floor: float, said_by: str, span: str) -> SourceVerdict:
+def _judge(pr: Progress, limit_s: float, t_fault: float, said_by: str, span: str,
+           tell: Callable[[Stall, float], str]) -> SourceVerdict:
+    """One source's verdict on `pr`; `tell(lie, t_fault)` words its longest lie as that source saw it."""
     lie = pr.longest()
     worst = round(lie.length_s, 3) if lie else 0.0
-    told = _streams_paused(lie, t_fault) if lie and said_by == STREAMS else describe(lie, t_fault, floor) if lie else ""
-    said = told or "/health never said 200 while nothing decoded"
+    said = tell(lie, t_fault) if lie else "/health never said 200 while nothing decoded"
     detail = f"{said_by}: {said}; {len(pr.lies)} such window(s), {span}"
     if lie is not None and lie.length_s > limit_s:
         return SourceVerdict("fail", worst, detail)
@@ -260,11 +261,11 @@ def _from_counters(timeline: Timeline, rep: str, claims: Sequence[Sample], t_fau
     span = f"{len(inside)} scrapes over {_rel(pr.start, t_fault)}..{_rel(pr.end, t_fault)}"
     if windows:
         span += f" (the steady states: {spans})"
-    return _judge(pr, limit_s, t_fault, floor, "the engine's counters", span)
+    return _judge(pr, limit_s, t_fault, "the engine's counters", span, lambda lie, t0: describe(lie, t0, floor))
 
 
 def _from_streams(streams: Sequence[DecodingStream] | str | None, claims: Sequence[Sample], t_fault: float,
-                  limit_s: float, windows: Sequence[tuple[float, float]], floor: float) -> SourceVerdict:
+                  limit_s: float, windows: Sequence[tuple[float, float]]) -> SourceVerdict:
     """The fault proxy's log of each stream's pauses (a str: why it could not be read)."""
     if isinstance(streams, str):
         return SourceVerdict("unknown", None, streams)
@@ -276,7 +277,7 @@ def _from_streams(streams: Sequence[DecodingStream] | str | None, claims: Sequen
     assert pr is not None  # streams and claims are both there
     seen = sum(1 for s in streams if any(s.end > a and s.start < b for a, b in spans))
     span = f"{seen} streams decoding over " + ", ".join(f"{_rel(a, t_fault)}..{_rel(b, t_fault)}" for a, b in spans)
-    return _judge(pr, limit_s, t_fault, floor, STREAMS, span)
+    return _judge(pr, limit_s, t_fault, STREAMS, span, _streams_paused)
 
 
 def progress_truth_rows(v: Verdict, timeline: Timeline, t_fault: float, limit_s: float,
@@ -302,7 +303,7 @@ def progress_truth_rows(v: Verdict, timeline: Timeline, t_fault: float, limit_s:
             v.not_proven(check, limit_s, None, f"{name}: {rep}: {why}", items=items)
             continue
         if streams is not None and rep in streams:
-            said.append(_from_streams(streams[rep], claims, t_fault, limit_s, windows, floor_tokens_per_s))
+            said.append(_from_streams(streams[rep], claims, t_fault, limit_s, windows))
         worst = max((s.worst for s in said if s.worst is not None), default=None)
         failed = [s for s in said if s.outcome == "fail"]
         detail = f"{name}: {rep}: " + "; ".join(s.detail for s in failed + [s for s in said if s not in failed])
