@@ -81,13 +81,7 @@ func TestRequestLogFieldsAndOutcomes(t *testing.T) {
 // A client that goes away mid-stream is logged abort, with the tokens it got.
 func TestRequestLogClientGone(t *testing.T) {
 	f := newFixture(t, sseUpstream(200, 10*time.Millisecond))
-	conn, err := net.Dial("tcp", f.srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := chatBody(true)
-	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	br := bufio.NewReader(conn)
+	conn, br := rawStream(t, f)
 	for seen := 0; seen < 2; {
 		line, err := br.ReadString('\n')
 		if err != nil {
@@ -219,13 +213,7 @@ func TestRequestLogDecodeGaps(t *testing.T) {
 	}
 
 	h := newFixture(t, sseUpstream(2, 2*time.Second))
-	conn, err := net.Dial("tcp", h.srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := chatBody(true)
-	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	br := bufio.NewReader(conn)
+	conn, br := rawStream(t, h)
 	for {
 		line, err := br.ReadString('\n')
 		if err != nil {
@@ -241,4 +229,16 @@ func TestRequestLogDecodeGaps(t *testing.T) {
 	if spans, _ := decodeGaps(t, rec); rec["outcome"] != "abort" || len(spans) != 1 || spans[0][1] < 0.7 || spans[0][1] > 1.9 {
 		t.Fatalf("the pause the client gave up in: %v", rec)
 	}
+}
+
+// rawStream sends a streaming chat request on a bare connection (a client that can walk away mid-stream).
+func rawStream(t *testing.T, f *fixture) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", f.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := chatBody(true)
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	return conn, bufio.NewReader(conn)
 }
