@@ -266,5 +266,4 @@ class BreakerSteps:
         tripped = self.size.expect != "none"  # below the thresholds the fault's errors cannot trip it later either
         closed = breaker_closed(lambda: obs.states.get("canary"), stays_s=settle,
                                 not_before=self.t1 + policy.window_s + 1.0 if tripped else None)
-        self.sc.wait_until(closed, timeout=policy.window_s + 8 * policy.open_wait_s + policy.reaction_allowance_s
-                           + settle, every=0.2)
+        self.sc.wait_until(closed, timeout=degrade_recovery_s(policy) + settle, every=0.2)
