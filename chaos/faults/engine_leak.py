@@ -24,14 +24,14 @@ if TYPE_CHECKING:
 LEAK_CAP = 256 << 20  # per request: more than this at once is an allocation failure, not a leak trend
 # vLLM counts a request served when its batch ends, so completions come in bursts: 5 s of a canary serving
 # 2.5 req/s read 4.4 req/s (22 completions), and a leak sized from that, 1.5 times over, grew 32 % of the
-# 50 % the rule needs. The rate is read over SAMPLE_S and the leak sized API_LEAK_MARGIN times over
+# 50 % the rule needs. The rate is read over SAMPLE_S and the leak sized MARGIN times over
 SAMPLE_S = 15.0
-API_LEAK_MARGIN = 2.0
+MARGIN = 2.0
 _RSS = re.compile(r"^process_resident_memory_bytes\s+([0-9.eE+-]+)", re.M)
 _DONE = re.compile(r"^vllm:request_success_total(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M)
 
 
-def leak_bytes_per_request(policy: BreakerPolicy, rss_bytes: float, calls_per_s: float, margin: float = 1.5,
+def leak_bytes_per_request(policy: BreakerPolicy, rss_bytes: float, calls_per_s: float, margin: float = MARGIN,
                            cap: int = LEAK_CAP) -> int:
     """Bytes a leak must keep per request for a replica of `rss_bytes` serving `calls_per_s` to break the
     leak rule within one leak_window_s, `margin` times over (at most `cap`).
@@ -61,7 +61,7 @@ def api_leak(target: Target, url: str, policy: BreakerPolicy, *, sample_s: float
     time.sleep(sample_s)
     rss, after = read_rss_and_served(url)
     rate = max(0.0, after - before) / sample_s
-    size = leak_bytes_per_request(policy, rss, max(rate, 0.2), margin=API_LEAK_MARGIN, cap=LEAK_CAP)
+    size = leak_bytes_per_request(policy, rss, max(rate, 0.2), cap=LEAK_CAP)
     if size >= LEAK_CAP:
         raise FaultError(f"not proven: {url} completed {rate:.2f} requests/s; a leak that breaks the leak rule "
                          f"(leak_min_growth {policy.leak_min_growth:g} of {rss / 1e6:.0f} MB within "

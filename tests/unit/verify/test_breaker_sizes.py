@@ -140,13 +140,13 @@ def test_the_leak_is_sized_to_break_the_leak_rule_and_a_third_of_it_does_not(gro
 
 def test_the_api_leak_still_breaks_the_rule_when_its_rate_sample_read_a_batch_burst() -> None:
     """vLLM counts completions per batch: 5 s read 4.4 req/s of a canary serving 2.5, and the 1.5x leak did not
-    trip. Sized API_LEAK_MARGIN times over, a reading 1.9x high (what 5 s gave) still trips it."""
-    from chaos.faults.engine_leak import API_LEAK_MARGIN, leak_bytes_per_request
+    trip. Sized MARGIN times over (the default), a reading 1.9x high (what 5 s gave) still trips it."""
+    from chaos.faults.engine_leak import leak_bytes_per_request
 
     p = BreakerPolicy(leak_window_s=20, leak_min_growth=0.5, leak_rate_per_hour=0.05)
     rss, served = 984e6, 2.5
-    assert not _rises(p, rss, leak_bytes_per_request(p, rss, 4.4), served)  # the old margin, 1.5
-    assert _rises(p, rss, leak_bytes_per_request(p, rss, 1.9 * served, margin=API_LEAK_MARGIN), served)
+    assert not _rises(p, rss, leak_bytes_per_request(p, rss, 4.4, margin=1.5), served)  # the old margin
+    assert _rises(p, rss, leak_bytes_per_request(p, rss, 1.9 * served), served)
 
 
 def test_a_leak_too_big_for_one_request_is_capped() -> None:
